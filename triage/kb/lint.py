@@ -1,0 +1,244 @@
+"""Check the knowledge base: one function per rule, each returning `Issue`s that name file and field.
+
+Rules: schema and load errors; regex syntax in the portable subset (no look-around, back-references
+or line anchors, so every scanning engine accepts it); bounded time on adversarial input; examples
+that must and must not fire; no decisive pattern that fires alone on generic text; no two
+signatures firing on the same example line without an `explains`, `not` or `related` relation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import regex
+
+from triage.kb.load import LoadResult, load_signatures
+from triage.kb.schema import Signature
+from triage.regexes import compile_linear
+from triage.textutil import strip_ansi
+
+# Lines every serving log may contain for reasons unrelated to any one failure: no decisive
+# pattern may fire on them alone.
+GENERIC_LINES: tuple[str, ...] = (
+    "Traceback (most recent call last):",
+    "RuntimeError",
+    "RuntimeError: CUDA error",
+    "RuntimeError: CUDA error: unknown error",
+    "torch.AcceleratorError: CUDA error",
+    "ERROR 10-25 13:08:43 [core.py:708] EngineCore failed with an error",
+    "exit code 1",
+    "Process exited with code 1",
+    "ValueError",
+    "Exception",
+    "Error",
+    "error",
+    "WARNING",
+    "FAILED",
+    "Killed",
+    "CUDA error",
+    "NCCL error",
+    "AssertionError",
+    "Segmentation fault",
+    "raise RuntimeError(msg)",
+)
+
+# Constructs outside the subset shared by Hyperscan, RE2 and `regex` (or that make scanning
+# unsafe): look-around, back-references, atomic groups, possessive quantifiers, line anchors.
+_UNPORTABLE = (
+    (regex.compile(r"\(\?<?[=!]"), "look-around is not portable to the scanning engines"),
+    (regex.compile(r"\\[1-9]|\(\?P=|\\g<"), "back-references are not portable"),
+    (regex.compile(r"\(\?>"), "atomic groups are not portable"),
+    (regex.compile(r"(?<!\\)[*+?}]\+"), "possessive quantifiers are not portable"),
+    (regex.compile(r"^\^|(?<![\\[])\^(?![^\[]*\])|(?<!\\)\$"),
+     "patterns are never anchored to line start or end (wrappers come first)"),
+    (regex.compile(r"\\[AZzG]"), "string anchors are not portable"),
+)
+
+# Nested unbounded quantifiers are the classic catastrophic-backtracking shape.
+_NESTED_QUANTIFIER = regex.compile(r"\((?:[^()\\]|\\.)*[*+](?:[^()\\]|\\.)*\)[*+{]")
+
+
+@dataclass(frozen=True)
+class Issue:
+    path: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.field}: {self.message}"
+
+
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern, regex.V0)
+
+
+def line_fires(sig: Signature, line: str) -> bool:
+    """Does one line fire this signature on its own (a decisive pattern, no confuser)?"""
+    text = strip_ansi(line)
+    if not any(compile_linear(p.regex).search(text) for p in sig.decisive):
+        return False
+    return not any(compile_linear(p.regex).search(text) for p in sig.not_)
+
+
+def _all_patterns(sig: Signature) -> Iterable[tuple[str, str]]:
+    for i, p in enumerate(sig.match):
+        yield f"match[{i}].regex", p.regex
+    for i, p in enumerate(sig.not_):
+        yield f"not[{i}].regex", p.regex
+    for i, d in enumerate(sig.differential):
+        for j, ev in enumerate(d.evidence):
+            yield f"differential[{i}].evidence[{j}]", ev
+
+
+def check_syntax(sig: Signature, path: str) -> list[Issue]:
+    issues: list[Issue] = []
+    for field, pattern in _all_patterns(sig):
+        try:
+            compile_pattern(pattern)
+        except regex.error as exc:
+            issues.append(Issue(path, field, f"bad regex: {exc}"))
+            continue
+        for rule, message in _UNPORTABLE:
+            if rule.search(pattern):
+                issues.append(Issue(path, field, message))
+        if _NESTED_QUANTIFIER.search(pattern):
+            issues.append(Issue(path, field, "nested unbounded quantifiers can backtrack badly"))
+        if pattern.count(".*") + pattern.count(".+") > 2:
+            issues.append(Issue(path, field, "more than two .* gaps: make the pattern specific"))
+    return issues
+
+
+def adversarial_inputs(pattern: str, size: int = 60_000) -> list[str]:
+    """Strings built from the pattern's own literals, repeated, that almost-but-not-quite match."""
+    literals = [lit for lit in regex.findall(r"[A-Za-z_][A-Za-z0-9_ :.'=-]{2,}", pattern)] or ["a"]
+    out = []
+    for lit in literals[:3]:
+        unit = lit + " "
+        out.append((unit * (size // len(unit) + 1))[:size])
+    out.append(("a" * size))
+    out.append((" 0" * (size // 2)))
+    return out
+
+
+def check_linear_time(sig: Signature, path: str, budget_s: float = 0.25) -> list[Issue]:
+    issues: list[Issue] = []
+    for field, pattern in _all_patterns(sig):
+        try:
+            compiled = compile_linear(pattern)
+        except regex.error:
+            continue
+        for text in adversarial_inputs(pattern):
+            start = time.perf_counter()
+            try:
+                compiled.search(text)
+            except TimeoutError:
+                issues.append(Issue(path, field, "timed out on a 60 kB adversarial string"))
+                break
+            if time.perf_counter() - start > budget_s:
+                issues.append(Issue(path, field, f"slower than {budget_s}s on a 60 kB string"))
+                break
+    return issues
+
+
+def check_examples(sig: Signature, path: str) -> list[Issue]:
+    issues: list[Issue] = []
+    try:
+        for i, line in enumerate(sig.examples.match):
+            if not line_fires(sig, line):
+                issues.append(Issue(path, f"examples.match[{i}]", f"does not fire: {line[:100]!r}"))
+        for i, line in enumerate(sig.examples.no_match):
+            if line_fires(sig, line):
+                issues.append(Issue(path, f"examples.no_match[{i}]", f"fires: {line[:100]!r}"))
+    except (regex.error, TimeoutError) as exc:
+        issues.append(Issue(path, "examples", f"cannot evaluate: {exc}"))
+    return issues
+
+
+def check_generic(sig: Signature, path: str) -> list[Issue]:
+    issues: list[Issue] = []
+    for i, p in enumerate(sig.decisive):
+        try:
+            compiled = compile_pattern(p.regex)
+        except regex.error:
+            continue
+        for generic in GENERIC_LINES:
+            if compiled.search(generic):
+                issues.append(Issue(path, f"match[{i}].regex", f"fires alone on generic {generic!r}"))
+                break
+    return issues
+
+
+def check_overlaps(result: LoadResult) -> list[Issue]:
+    """Two signatures firing on the same example line must be related (explains/not/related)."""
+    issues: list[Issue] = []
+    sigs = [s for s in result.signatures if s.kind != "knowledge"]
+    related: set[tuple[str, str]] = set()
+    for s in sigs:
+        for other in (*s.explains, *s.related):
+            related.add((s.id, other))
+            related.add((other, s.id))
+    for s in sigs:
+        for line in s.examples.match:
+            for other in sigs:
+                if other.id == s.id or (s.id, other.id) in related:
+                    continue
+                try:
+                    fires = line_fires(other, line)
+                except (regex.error, TimeoutError):
+                    continue
+                if fires:
+                    issues.append(Issue(
+                        str(result.paths[other.id]), "match",
+                        f"also fires on an example of {s.id} without explains/not/related: "
+                        f"{line[:90]!r}",
+                    ))
+    return issues
+
+
+PER_SIGNATURE_RULES: tuple[Callable[[Signature, str], list[Issue]], ...] = (
+    check_syntax,
+    check_examples,
+    check_generic,
+)
+
+
+def lint(root: Path | None = None, *, timing: bool = True) -> list[Issue]:
+    """Run every rule over the knowledge base under root."""
+    result = load_signatures(root)
+    issues = [Issue(e.path, e.field, e.message) for e in result.errors]
+    for sig in result.signatures:
+        path = str(result.paths[sig.id])
+        for rule in PER_SIGNATURE_RULES:
+            issues.extend(rule(sig, path))
+        if timing:
+            issues.extend(check_linear_time(sig, path))
+    issues.extend(check_overlaps(result))
+    return issues
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    import fnmatch
+
+    args = sys.argv[1:] if argv is None else argv
+    only = None
+    if "--only" in args:
+        i = args.index("--only")
+        only = args[i + 1]
+        args = args[:i] + args[i + 2 :]
+    root = Path(args[0]) if args else None
+    issues = lint(root)
+    if only:
+        issues = [x for x in issues if fnmatch.fnmatch(Path(x.path).name, only) or only in x.path]
+    for issue in issues:
+        print(issue)
+    print(f"{len(issues)} issue(s)")
+    return 1 if issues else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

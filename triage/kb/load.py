@@ -1,0 +1,149 @@
+"""Discover and parse signature YAML files into validated `Signature` objects, collecting every error.
+
+YAML is parsed with a safe loader that refuses aliases and anchors (billion-laughs) and
+duplicate keys; each error names the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from triage.kb.schema import LAYERS, Signature
+
+MAX_SIGNATURE_BYTES = 256 * 1024
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects aliases and duplicate mapping keys."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML aliases are not allowed in signatures", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """Parse YAML text with the strict loader."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - _StrictLoader is a SafeLoader
+
+
+@dataclass
+class LoadError:
+    path: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: {self.field}" if self.field else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class LoadResult:
+    signatures: list[Signature] = field(default_factory=list)
+    errors: list[LoadError] = field(default_factory=list)
+    paths: dict[str, Path] = field(default_factory=dict)
+
+
+def default_signature_dir() -> Path:
+    """The knowledge base shipped with the package (repo checkout or installed data)."""
+    here = Path(__file__).resolve().parent.parent.parent / "signatures"
+    if here.is_dir():
+        return here
+    installed = Path(__file__).resolve().parent.parent / "data" / "signatures"
+    return installed
+
+
+def signature_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.glob("*/*.yaml") if p.parent.name in LAYERS)
+
+
+def content_hash(root: Path) -> str:
+    """A digest of every signature file's name and bytes: the cache key of compiled artefacts."""
+    digest = hashlib.sha256()
+    for path in signature_files(root):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def load_signature_file(path: Path) -> tuple[Signature | None, list[LoadError]]:
+    shown = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, [LoadError(shown, "", f"cannot read: {exc.strerror}")]
+    if len(raw) > MAX_SIGNATURE_BYTES:
+        return None, [LoadError(shown, "", f"file larger than {MAX_SIGNATURE_BYTES} bytes")]
+    try:
+        data = parse_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, [LoadError(shown, "", "not UTF-8")]
+    except yaml.YAMLError as exc:
+        return None, [LoadError(shown, "", f"invalid YAML: {exc}".replace("\n", " "))]
+    if not isinstance(data, dict):
+        return None, [LoadError(shown, "", "top level must be a mapping")]
+    try:
+        sig = Signature.model_validate(data)
+    except ValidationError as exc:
+        errors = [
+            LoadError(shown, ".".join(str(p) for p in err["loc"]), err["msg"])
+            for err in exc.errors()
+        ]
+        return None, errors
+    problems: list[LoadError] = []
+    if sig.id != path.stem:
+        problems.append(LoadError(shown, "id", f"id {sig.id!r} differs from file stem"))
+    if sig.layer != path.parent.name:
+        problems.append(LoadError(shown, "layer", f"layer {sig.layer!r} differs from directory"))
+    return sig, problems
+
+
+def load_signatures(root: Path | None = None) -> LoadResult:
+    """Load every signature under root; errors are collected, not raised."""
+    root = root or default_signature_dir()
+    result = LoadResult()
+    seen: dict[str, str] = {}
+    for path in signature_files(root):
+        sig, errors = load_signature_file(path)
+        result.errors.extend(errors)
+        if sig is None:
+            continue
+        for name in (sig.id, *sig.aliases):
+            if name in seen:
+                result.errors.append(
+                    LoadError(str(path), "id", f"{name!r} already used by {seen[name]}")
+                )
+            seen[name] = str(path)
+        result.signatures.append(sig)
+        result.paths[sig.id] = path
+    known = {s.id for s in result.signatures}
+    for sig in result.signatures:
+        for ref in (*sig.explains, *sig.related):
+            if ref not in known:
+                result.errors.append(
+                    LoadError(str(result.paths[sig.id]), "explains/related", f"unknown id {ref!r}")
+                )
+    return result
