@@ -9,8 +9,10 @@ import re
 
 # Real escape sequences (CSI, OSC) and the ESC-less remnants that survive copy-paste into issues,
 # e.g. "[1;36m(VllmWorker TP0 pid=931083)" or "[0;0m".
-_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_ANSI_BYTES_RE = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+_ANSI_BYTES_RE = re.compile(
+    rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]"
+)
 _ANSI_REMNANT_RE = re.compile(r"\[(?:[0-9]{1,3};)*[0-9]{1,3}m")
 
 

@@ -1,0 +1,12 @@
+"""Renderers of a Report: text (rich), json, markdown (the bot's comment), jsonl events."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    jsonl = "jsonl"

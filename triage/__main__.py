@@ -1,0 +1,5 @@
+"""`python -m triage` runs the CLI."""
+
+from triage.cli import main
+
+main()

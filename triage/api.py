@@ -1,0 +1,162 @@
+"""The engine facade: the only module that knows the order of the stages.
+
+read -> (scan + locate + frame + confirm) -> facts -> events -> rank -> Report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from triage.events import SALIENT_PATTERNS, group_tracebacks, unexplained
+from triage.facts import FACT_PATTERNS, collect_facts
+from triage.frame import detect_format, frame_line
+from triage.kb.schema import Signature
+from triage.match import Matcher, build_table
+from triage.models import Hit, InputInfo, Line, Report, Unrecognized
+from triage.rank import rank
+from triage.read import CHUNK_SIZE, MAX_DECOMPRESSED, InputError, Source, expand_inputs, read_source
+
+FORMAT_SAMPLE_LINES = 200
+
+
+@dataclass
+class KnowledgeBase:
+    signatures: list[Signature]
+    source: str = "yaml"
+    digest: str = ""
+    by_id: dict[str, Signature] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_id = {s.id: s for s in self.signatures}
+
+
+def load_kb(root: Path | None = None) -> KnowledgeBase:
+    """The knowledge base: from the compiled SQLite store when current, else from YAML."""
+    from triage.kb import store
+
+    return store.load_current(root)
+
+
+@dataclass
+class RunOptions:
+    chunk_size: int = CHUNK_SIZE
+    max_decompressed: int = MAX_DECOMPRESSED
+    engine: str | None = None
+
+
+class Engine:
+    """Compiles the knowledge base once; `run` triages one set of inputs."""
+
+    def __init__(self, kb: KnowledgeBase, options: RunOptions | None = None) -> None:
+        self.kb = kb
+        self.options = options or RunOptions()
+        self.table = build_table(kb.signatures, FACT_PATTERNS, SALIENT_PATTERNS)
+        self._engine_name = self.options.engine
+
+    def new_matcher(self) -> Matcher:
+        return Matcher(self.table, self._engine_name)
+
+    def run(self, args: Sequence[str], stdin: BinaryIO | None = None) -> Report:
+        """Triage the named inputs ('-' is stdin; directories are walked)."""
+        pairs = expand_inputs(list(args) or ["-"])
+        matcher = self.new_matcher()
+        sources: list[Source] = []
+        samples: dict[str, list[Line]] = {}
+        digests: dict[str, str] = {}
+        single = len(pairs) == 1
+        for name, path in pairs:
+            try:
+                source, segments = read_source(
+                    name, path, chunk_size=self.options.chunk_size,
+                    max_decompressed=self.options.max_decompressed, stdin=stdin,
+                )
+            except InputError:
+                if single:
+                    raise
+                sources.append(Source(name=name, path=path, skipped="unreadable"))
+                continue
+            sources.append(source)
+            digest = hashlib.sha256()
+            try:
+                for seg in segments:
+                    digest.update(seg.data)
+                    if name not in samples:
+                        samples[name] = _sample(seg.data, seg.input, seg.first_line)
+                    matcher.feed(seg)
+            except InputError as exc:
+                if single:
+                    raise
+                source.skipped = str(exc)
+            digests[name] = digest.hexdigest()[:16]
+        return self.report(matcher, sources, samples, digests)
+
+    def report(
+        self, matcher: Matcher, sources: list[Source], samples: dict[str, list[Line]],
+        digests: dict[str, str],
+    ) -> Report:
+        kinds = {r.owner: r.kind for r in self.table.refs}
+        sig_hits: list[Hit] = []
+        fact_hits: list[Hit] = []
+        salient_hits: list[Hit] = []
+        for hit in matcher.result.hits:
+            ref = self.table.refs[hit.pattern_index]
+            if ref.kind in ("sig", "diff"):
+                sig_hits.append(hit)
+            elif ref.kind == "fact":
+                fact_hits.append(hit)
+            else:
+                salient_hits.append(hit)
+        del kinds
+        facts = collect_facts(fact_hits)
+        hypotheses = rank(self.kb.by_id, sig_hits, facts)
+        fired = {h.signature for h in hypotheses} | {
+            e.signature for h in hypotheses for e in h.explains
+        }
+        explained_lines = {
+            (h.line.input, h.line.number) for h in sig_hits
+            if h.signature in fired and h.role in ("decisive", "supporting")
+        }
+        tracebacks = group_tracebacks(salient_hits)
+        loose = unexplained(salient_hits, explained_lines, tracebacks)
+        inputs = []
+        skipped = []
+        for src in sources:
+            fmt = detect_format(samples.get(src.name, [])) if src.fmt == "plain" else src.fmt
+            if src.lines == 0 and not src.skipped:
+                src.skipped = "empty"
+            inputs.append(InputInfo(name=src.name, lines=src.lines, format=fmt, bytes=src.bytes,
+                                    digest=digests.get(src.name), skipped=src.skipped))
+            if src.skipped:
+                skipped.append({"input": src.name, "reason": src.skipped})
+            skipped.extend({"input": src.name, "reason": note} for note in src.notes)
+        return Report(
+            inputs=inputs,
+            facts=facts,
+            hypotheses=hypotheses,
+            unrecognized=[
+                Unrecognized(input=u.line.input, line=u.line.number, text=u.line.raw[:2000],
+                             fingerprint=u.fingerprint, count=u.count)
+                for u in loose
+            ],
+            skipped=skipped,
+            engine=matcher.engine,
+        )
+
+
+def _sample(data: bytes, name: str, first_line: int) -> list[Line]:
+    """Frame the first lines of an input to name its format (cheap: a few hundred lines)."""
+    head = data[: 1 << 16].decode("utf-8", "replace")
+    out = []
+    for i, raw in enumerate(head.replace("\r\n", "\n").replace("\r", "\n").split("\n")[:FORMAT_SAMPLE_LINES]):
+        if raw.strip():
+            out.append(frame_line(Line(input=name, number=first_line + i, raw=raw)))
+    return out
+
+
+def triage(args: Sequence[str], kb: KnowledgeBase | None = None) -> Report:
+    """One-call API: triage files, directories or '-' with the shipped knowledge base."""
+    return Engine(kb or load_kb()).run(args)

@@ -1,0 +1,149 @@
+"""Group confirmed hits into events: evidence per signature (identical lines from many ranks folded
+into one with a count), Python tracebacks per process, and salient lines nothing explains.
+
+Salient lines (exceptions, fatal errors, kernel faults, non-zero exits) come from `SALIENT_PATTERNS`,
+found by the same single scan as the signatures. A salient line is explained when a signature fired
+on it, on the exception line of its traceback, or on a line with the same fingerprint.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from triage.models import Hit, Line
+from triage.textutil import mask
+
+SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
+    # keep-sorted start
+    # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
+    ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|\n|$)"),
+    # process exits reported by supervisors (systemd, docker, kubelet, Slurm)
+    ("exit", r"(?:Main process exited, code=(?:exited|killed|dumped)|exited with (?:exit )?code [1-9]|Exit Code: *[1-9]|status=[1-9][0-9]*/[A-Z])"),
+    # fatal process deaths
+    ("fatal", r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ )"),
+    # kernel faults and GPU driver events
+    ("kernel", r"(?:NVRM: Xid|BUG: |general protection fault|Kernel panic|Out of memory: Killed process|blocked for more than [0-9]+ seconds|DMAR: \[DMA|IO_PAGE_FAULT|mce: \[Hardware Error\]|has fallen off the bus)"),
+    # NCCL's own warnings
+    ("nccl", r"NCCL WARN "),
+    # the start of a Python traceback (groups the frames that follow)
+    ("traceback", r"Traceback \(most recent call last\)"),
+    # keep-sorted end
+)
+
+# Exception classes that are warnings or control flow, not failures.
+_BENIGN_EXCEPTIONS = ("Warning:", "StopIteration", "KeyboardInterrupt", "CancelledError", "GeneratorExit")
+
+
+def process_key(line: Line) -> str:
+    """The stream a line belongs to: its process prefix, else its pid, else the input."""
+    return f"{line.input}|{line.process or line.pid or '-'}"
+
+
+@dataclass
+class Traceback:
+    key: str
+    input: str
+    start: int
+    end: int = 0
+    exception: Line | None = None
+
+
+@dataclass
+class Evidence:
+    line: Line
+    role: str
+    count: int = 1
+    captures: dict[str, str] = field(default_factory=dict)
+
+
+def fold_evidence(hits: Iterable[Hit]) -> list[Evidence]:
+    """One Evidence per distinct masked text, in input order, counting repeats (many ranks)."""
+    folded: dict[tuple[str, str], Evidence] = {}
+    for hit in sorted(hits, key=lambda h: (h.line.input, h.line.number)):
+        key = (hit.role, mask(hit.line.message or hit.line.text))
+        if key in folded:
+            ev = folded[key]
+            if ev.line.number != hit.line.number or ev.line.input != hit.line.input:
+                ev.count += hit.line.repeated
+            continue
+        folded[key] = Evidence(hit.line, hit.role, hit.line.repeated, dict(hit.captures))
+    return list(folded.values())
+
+
+def group_tracebacks(salient: Iterable[Hit]) -> list[Traceback]:
+    """Tracebacks per process stream: from 'Traceback (most recent call last)' to its exception line."""
+    open_tb: dict[str, Traceback] = {}
+    done: list[Traceback] = []
+    for hit in sorted(salient, key=lambda h: (h.line.input, h.line.number)):
+        key = process_key(hit.line)
+        if hit.signature == "traceback":
+            if key in open_tb:
+                done.append(open_tb.pop(key))
+            open_tb[key] = Traceback(key, hit.line.input, hit.line.number, hit.line.number)
+        elif hit.signature == "exception" and key in open_tb:
+            tb = open_tb.pop(key)
+            tb.end = hit.line.number
+            tb.exception = hit.line
+            done.append(tb)
+    done.extend(open_tb.values())
+    return done
+
+
+@dataclass
+class UnexplainedLine:
+    line: Line
+    fingerprint: str
+    count: int = 1
+
+
+def unexplained(
+    salient: list[Hit], explained_lines: set[tuple[str, int]], tracebacks: list[Traceback],
+    limit: int = 20,
+) -> list[UnexplainedLine]:
+    """Salient lines no signature accounts for, folded by fingerprint."""
+    explained_fps = set()
+    covered_tracebacks: list[Traceback] = []
+    by_input_line = {(h.line.input, h.line.number): h.line for h in salient}
+    for key in explained_lines:
+        line = by_input_line.get(key)
+        if line is not None:
+            explained_fps.add(mask(line.message or line.text))
+    for tb in tracebacks:
+        if tb.exception and (tb.exception.input, tb.exception.number) in explained_lines:
+            covered_tracebacks.append(tb)
+    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for tb in covered_tracebacks:
+        spans[tb.key].append((tb.start, tb.end))
+    out: dict[str, UnexplainedLine] = {}
+    for hit in sorted(salient, key=lambda h: (h.line.input, h.line.number)):
+        line = hit.line
+        if hit.signature == "traceback":
+            continue
+        if (line.input, line.number) in explained_lines:
+            continue
+        text = line.message or line.text
+        if any(b in text for b in _BENIGN_EXCEPTIONS):
+            continue
+        if hit.signature == "exception" and line.level in ("INFO", "DEBUG", "WARNING") and not _looks_raised(text):
+            continue  # an INFO/WARNING line that merely names an exception class
+        key = process_key(line)
+        if any(a <= line.number <= b for a, b in spans.get(key, ())):
+            continue
+        fp = mask(text)
+        if fp in explained_fps:
+            continue
+        if fp in out:
+            out[fp].count += line.repeated
+            continue
+        if len(out) >= limit:
+            continue
+        out[fp] = UnexplainedLine(line, fp, line.repeated)
+    return list(out.values())
+
+
+def _looks_raised(text: str) -> bool:
+    """An exception line as a traceback ends it: 'SomeError: message' at the start of the message."""
+    head = text.split(":", 1)[0]
+    return (head.endswith(("Error", "Exception")) and " " not in head.strip())

@@ -1,0 +1,189 @@
+"""Read facts off the input: engine and versions, GPU, launch arguments, model, memory figures.
+
+Facts come from fact-pattern hits found by the same single scan as the signatures (see
+`FACT_PATTERNS`); this module only turns hits into a dict. Facts feed applicability (version
+ranges), differential diagnosis (e.g. `data_parallel_size > 1`) and the report.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from triage.models import Hit
+
+# (fact name, regex). The first capture group named `v` (or the named groups) holds the value.
+FACT_PATTERNS: tuple[tuple[str, str], ...] = (
+    # keep-sorted start
+    ("available_kv_gib", r"Available KV cache memory: (?P<v>-?[0-9.]+) ?GiB"),
+    ("cuda_version", r"CUDA (?:used to build PyTorch|Version|runtime version)\s*:?\s*(?P<v>[0-9]+\.[0-9]+)"),
+    ("driver_version", r"(?:Driver Version|Nvidia driver version|NVIDIA UNIX x86_64 Kernel Module)\s*:?\s+(?P<v>[0-9]{3}\.[0-9]+(?:\.[0-9]+)?)"),
+    ("gpu", r"GPU \d+: (?P<v>NVIDIA [A-Za-z0-9][\w -]{0,40}\w)"),
+    ("gpu", r"(?:Device name|device_name|GPU model)\s*[:=]\s*'?(?P<v>NVIDIA [\w -]{2,40}?)['\s,]"),
+    ("gpu_memory_utilization", r"gpu_memory_utilization['\"]?\s*[:=]\s*(?P<v>[0-9.]+)"),
+    ("kv_cache_tokens", r"GPU KV cache size: (?P<v>[0-9,]+) tokens"),
+    ("launch_args", r"non-default args: (?P<v>\{.*\})"),
+    ("launch_namespace", r"args: Namespace\((?P<v>.*)\)"),
+    ("max_model_len", r"max_seq_len=(?P<v>[0-9]+)"),
+    ("model", r"Initializing an? (?:V[01] )?LLM engine \(v[^)]*\) with config: model='(?P<v>[^']{1,200})'"),
+    ("model", r"Load weight end\. type=(?P<v>\w+)"),
+    ("model_loading_gib", r"Model loading took (?P<v>[0-9.]+) ?(?:GiB|GB)"),
+    ("model_loading_gib", r"Loading model weights took (?P<v>[0-9.]+) ?(?:GiB|GB)"),
+    ("nccl_version", r"NCCL version (?P<v>[0-9]+\.[0-9]+\.[0-9]+)"),
+    ("ready", r"(?P<v>Application startup complete|The server is fired up and ready to roll)"),
+    ("sglang_version", r"sglang(?:==|\s+version\s*:?\s*|: )(?P<v>[0-9]+\.[0-9]+\.[0-9]+\S*)"),
+    ("stats", r"Avg prompt throughput: (?P<prompt_tps>[0-9.]+) tokens/s, Avg generation throughput: (?P<gen_tps>[0-9.]+) tokens/s"),
+    ("torch_version", r"(?:PyTorch version|torch==|torch version)\s*:?\s*(?P<v>[0-9]+\.[0-9]+\.[0-9]+)"),
+    ("vllm_version", r"vLLM API server version (?P<v>[0-9][0-9A-Za-z.+-]*)"),
+    ("vllm_version", r"LLM engine \(v(?P<v>[0-9][0-9A-Za-z.+-]*)\)"),
+    ("vllm_version", r"vLLM Version: (?P<v>[0-9][0-9A-Za-z.+-]*)"),
+    ("vllm_version", r"vllm==(?P<v>[0-9][0-9A-Za-z.+-]*)"),
+    # keep-sorted end
+)
+
+_STATS_FIELDS = re.compile(
+    r"(?P<key>Running|Waiting|Swapped|Pending|GPU KV cache usage|Prefix cache hit rate|CPU KV cache usage)"
+    r": (?P<value>[0-9.]+)"
+)
+_NAMESPACE_ITEM = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,()]+)")
+
+# Launch arguments worth surfacing as first-class facts.
+_ARG_FACTS = (
+    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_expert_parallel",
+    "gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+    "kv_cache_dtype", "quantization", "dtype", "attention_backend", "enforce_eager", "model",
+    "speculative_config", "cpu_offload_gb", "kv_offloading_size", "tp_size", "dp_size",
+    "mem_fraction_static",
+)
+
+
+def _parse_args_dict(text: str) -> dict[str, Any]:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _parse_namespace(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, raw in _NAMESPACE_ITEM.findall(text):
+        raw = raw.strip()
+        try:
+            out[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[key] = raw
+    return out
+
+
+def collect_facts(hits: Iterable[Hit]) -> dict[str, Any]:
+    """Turn fact hits (first occurrence wins, except time series) into the report's facts."""
+    facts: dict[str, Any] = {}
+    stats: list[dict[str, Any]] = []
+    for hit in hits:
+        name = hit.signature
+        caps = hit.captures
+        if name == "stats":
+            row: dict[str, Any] = {"input": hit.line.input, "line": hit.line.number}
+            for key in ("prompt_tps", "gen_tps"):
+                if key in caps:
+                    row[key] = float(caps[key])
+            for m in _STATS_FIELDS.finditer(hit.line.text):
+                row[m.group("key").lower().replace(" ", "_")] = float(m.group("value"))
+            stats.append(row)
+            continue
+        value = caps.get("v")
+        if value is None:
+            continue
+        if name == "launch_args":
+            args = _parse_args_dict(value)
+            if args and "launch_args" not in facts:
+                facts["launch_args"] = args
+            continue
+        if name == "launch_namespace":
+            args = _parse_namespace(value)
+            if args and "launch_args" not in facts:
+                facts["launch_args"] = args
+            continue
+        if name in ("model_loading_gib", "available_kv_gib", "gpu_memory_utilization"):
+            try:
+                facts.setdefault(name, float(value))
+            except ValueError:
+                pass
+            continue
+        if name == "kv_cache_tokens":
+            facts.setdefault(name, int(value.replace(",", "")))
+            continue
+        if name == "ready":
+            facts.setdefault("ready_line", {"input": hit.line.input, "line": hit.line.number})
+            continue
+        facts.setdefault(name, value.strip())
+    args = facts.get("launch_args")
+    if isinstance(args, dict):
+        for key in _ARG_FACTS:
+            if key in args and key not in facts:
+                value = args[key]
+                facts[key] = value if isinstance(value, (int, float, str, bool)) else str(value)
+        if "model" not in facts and isinstance(args.get("model_tag"), str):
+            facts["model"] = args["model_tag"]
+    if stats:
+        facts["stats"] = stats
+    if "vllm_version" in facts:
+        facts["engine"] = "vllm"
+    elif "sglang_version" in facts:
+        facts["engine"] = "sglang"
+    return facts
+
+
+def parse_version(text: str) -> Version | None:
+    """A comparable version from text like '0.11.0rc2.dev98+g393de22d2' or '12.4'."""
+    m = re.match(r"[0-9]+(?:\.[0-9]+)*(?:(?:rc|a|b|\.dev|\.post)[0-9]+)*", text.strip())
+    if not m:
+        return None
+    try:
+        return Version(m.group(0))
+    except InvalidVersion:
+        return None
+
+
+_CONDITION = re.compile(r"^(==|!=|>=|<=|>|<|~)\s*(.+)$")
+
+
+def fact_value(facts: dict[str, Any], key: str) -> Any:
+    if key in facts:
+        return facts[key]
+    args = facts.get("launch_args")
+    if isinstance(args, dict):
+        return args.get(key)
+    return None
+
+
+def condition_holds(facts: dict[str, Any], key: str, condition: str) -> bool | None:
+    """Evaluate a differential fact condition; None when the fact is unknown."""
+    value = fact_value(facts, key)
+    condition = condition.strip()
+    if condition == "present":
+        return value is not None
+    if condition == "absent":
+        return value is None
+    if value is None:
+        return None
+    m = _CONDITION.match(condition)
+    if not m:
+        return None
+    op, want = m.group(1), m.group(2).strip()
+    if op == "~":
+        return re.search(want, str(value)) is not None
+    try:
+        left, right = float(value), float(want)
+    except (TypeError, ValueError):
+        left_s, right_s = str(value), want
+        return {"==": left_s == right_s, "!=": left_s != right_s}.get(op)
+    return {
+        "==": left == right, "!=": left != right, ">=": left >= right,
+        "<=": left <= right, ">": left > right, "<": left < right,
+    }[op]

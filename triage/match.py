@@ -1,0 +1,187 @@
+"""Find every signature, fact and salient-line pattern in the input with one multi-pattern pass.
+
+The pattern table holds every regex the run needs; a scanner (Hyperscan, RE2 Set or `re`) reports
+candidate end offsets over each byte segment; offsets are mapped to their lines; only those lines
+are decoded and confirmed with the exact pattern (RE2, or `regex` under a timeout), captures
+extracted, and a signature's `not` confusers checked on the same line. Cost is linear in the input
+plus the number of candidate lines, never lines x patterns.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from triage.frame import frame_line
+from triage.kb.schema import Signature
+from triage.models import Hit, Line
+from triage.read import Segment, count_breaks
+from triage.regexes import compile_linear
+from triage.scanners import Scanner, make_scanner
+
+# Per pattern, the confirmed hits kept in full; beyond that only counted (bounded memory on logs
+# where one error repeats a million times).
+KEEP_HITS_PER_PATTERN = 200
+
+
+@dataclass(frozen=True, slots=True)
+class PatternRef:
+    kind: str  # sig | diff | fact | salient
+    owner: str  # signature id, fact name or salient class
+    role: str  # decisive | supporting | evidence | fact | salient
+    index: int  # index in the owner's list
+    regex: str
+
+
+@dataclass
+class PatternTable:
+    refs: list[PatternRef] = field(default_factory=list)
+    not_patterns: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def patterns(self) -> list[str]:
+        return [r.regex for r in self.refs]
+
+
+def build_table(
+    signatures: Sequence[Signature],
+    facts: Sequence[tuple[str, str]] = (),
+    salient: Sequence[tuple[str, str]] = (),
+) -> PatternTable:
+    table = PatternTable()
+    for sig in signatures:
+        if sig.status == "withdrawn":
+            continue
+        for i, p in enumerate(sig.match):
+            table.refs.append(PatternRef("sig", sig.id, p.role, i, p.regex))
+        for i, d in enumerate(sig.differential):
+            for j, ev in enumerate(d.evidence):
+                table.refs.append(PatternRef("diff", sig.id, d.branch, i * 100 + j, ev))
+        if sig.not_:
+            table.not_patterns[sig.id] = [p.regex for p in sig.not_]
+    for name, regex in facts:
+        table.refs.append(PatternRef("fact", name, "fact", 0, regex))
+    for name, regex in salient:
+        table.refs.append(PatternRef("salient", name, "salient", 0, regex))
+    return table
+
+
+@dataclass
+class MatchResult:
+    hits: list[Hit] = field(default_factory=list)
+    counts: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # pattern id -> total
+    last_line: dict[int, Line] = field(default_factory=dict)  # pattern id -> last confirmed line
+    unconfirmed: int = 0
+
+
+class Matcher:
+    def __init__(self, table: PatternTable, engine: str | None = None) -> None:
+        self.table = table
+        self.scanner: Scanner = make_scanner(table.patterns, engine)
+        self.result = MatchResult()
+        self.kinds_seen: set[str] = set()
+
+    @property
+    def engine(self) -> str:
+        return self.scanner.name
+
+    def feed(self, segment: Segment) -> None:
+        """Scan one segment and confirm its candidate lines."""
+        raw_hits = self.scanner.scan(segment.data)
+        if not raw_hits:
+            return
+        by_line = _locate(segment.data, raw_hits)
+        for (start, end, number_offset), pattern_ids in by_line:
+            line = Line(
+                input=segment.input,
+                number=segment.first_line + number_offset,
+                raw=segment.data[start:end].decode("utf-8", "replace"),
+            )
+            frame_line(line)
+            self._confirm(line, sorted(pattern_ids))
+
+    def _confirm(self, line: Line, pattern_ids: Iterable[int]) -> None:
+        text = line.text
+        rejected: dict[str, bool] = {}
+        for pid in pattern_ids:
+            ref = self.table.refs[pid]
+            confirmed = True
+            try:
+                found = compile_linear(ref.regex).search(text)
+            except TimeoutError:
+                found, confirmed = None, False
+                self.result.unconfirmed += 1
+            if found is None and confirmed:
+                continue
+            if ref.kind == "sig":
+                if ref.owner not in rejected:
+                    rejected[ref.owner] = self._rejected_by_not(ref.owner, text)
+                if rejected[ref.owner]:
+                    continue
+            self.result.counts[pid] += 1
+            self.result.last_line[pid] = line
+            if self.result.counts[pid] > KEEP_HITS_PER_PATTERN:
+                continue
+            captures = dict(found.captures) if found else {}
+            if ref.kind == "diff":
+                captures["__branch__"] = ref.role
+            self.result.hits.append(
+                Hit(
+                    signature=ref.owner,
+                    pattern_index=pid,
+                    role=ref.role if ref.kind != "diff" else "evidence",
+                    line=line,
+                    captures=captures,
+                    confirmed=confirmed,
+                )
+            )
+            self.kinds_seen.add(ref.kind)
+
+    def _rejected_by_not(self, sig_id: str, text: str) -> bool:
+        for regex in self.table.not_patterns.get(sig_id, ()):
+            try:
+                if compile_linear(regex).search(text):
+                    return True
+            except TimeoutError:
+                continue
+        return False
+
+
+def _locate(
+    data: bytes, raw_hits: list[tuple[int, int]]
+) -> list[tuple[tuple[int, int, int], set[int]]]:
+    """Group (end_offset, pattern) pairs by the line holding the match's last byte.
+
+    Returns ((line_start, line_end, line_index_in_segment), pattern ids) sorted by position."""
+    raw_hits.sort()
+    out: list[tuple[tuple[int, int, int], set[int]]] = []
+    current_start = -1
+    current_ids: set[int] = set()
+    current_key: tuple[int, int, int] | None = None
+    counted_to = 0
+    line_index = 0
+    n = len(data)
+    for end, pid in raw_hits:
+        p = min(max(end - 1, 0), n - 1) if n else 0
+        while p > 0 and data[p] in (10, 13):  # a match that ends on a line break belongs before it
+            p -= 1
+        if current_key is not None and current_start <= p < current_key[1]:
+            current_ids.add(pid)
+            continue
+        start = max(data.rfind(b"\n", 0, p + 1 if data[p] not in (10, 13) else p),
+                    data.rfind(b"\r", 0, p + 1 if data[p] not in (10, 13) else p)) + 1
+        lf = data.find(b"\n", start)
+        cr = data.find(b"\r", start)
+        ends = [x for x in (lf, cr) if x >= 0]
+        line_end = min(ends) if ends else n
+        if current_key is not None:
+            out.append((current_key, current_ids))
+        line_index += count_breaks(data[counted_to:start])
+        counted_to = start
+        current_start = start
+        current_key = (start, line_end, line_index)
+        current_ids = {pid}
+    if current_key is not None:
+        out.append((current_key, current_ids))
+    return out

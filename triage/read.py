@@ -1,0 +1,328 @@
+"""Read inputs (files, stdin, directories, .gz/.zst) into byte segments that end on a line break.
+
+A segment is the unit the matcher scans: its bytes, the 1-based number of its first line, and the
+input it belongs to. Line breaks are LF, CRLF and lone CR, counted the same way whatever the source.
+Memory stays bounded: segments are at most `chunk_size` bytes (longer only for a single longer
+line, up to `max_line`), and compressed input stops at `max_decompressed` bytes.
+JSON-per-line logs (`journalctl -o json`, docker's json-file) are decoded here, one message per
+input line, so line numbers still point at the input as given.
+"""
+
+from __future__ import annotations
+
+import bz2  # noqa: F401 - imported so that a future .bz2 reader needs no new dependency
+import gzip
+import io
+import json
+import os
+import re
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from triage.textutil import strip_ansi_bytes
+
+CHUNK_SIZE = 16 << 20
+MAX_LINE = 256 << 20
+MAX_DECOMPRESSED = 4 << 30
+SNIFF_BYTES = 64 << 10
+
+LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".json", ".jsonl", ".gz", ".zst", ".md", ".sh", ""}
+SKIP_DIR_NAMES = {".git", "__pycache__", "node_modules", ".venv"}
+
+
+class InputError(Exception):
+    """An input that cannot be read at all (the CLI exits 2 with this message)."""
+
+
+@dataclass
+class Segment:
+    input: str
+    data: bytes
+    first_line: int  # 1-based number of the first line in data
+    lines: int  # number of line starts in data (a trailing partial line counts)
+
+
+@dataclass
+class Source:
+    """One named input and its counters, filled while it is read."""
+
+    name: str
+    path: Path | None = None
+    fmt: str = "plain"
+    lines: int = 0
+    bytes: int = 0
+    skipped: str | None = None
+    notes: list[str] = field(default_factory=list)
+    binary: bool = False
+
+
+def count_breaks(data: bytes) -> int:
+    """Line breaks in data: LF, CRLF and lone CR each count once."""
+    n = data.count(b"\n")
+    cr = data.count(b"\r")
+    if cr:
+        n += cr - data.count(b"\r\n")
+    return n
+
+
+def _last_break_end(data: bytes | bytearray) -> int:
+    """Offset just past the last complete line break in data, or 0 when there is none.
+
+    A CR at the very end is not trusted: a LF may follow in the next read (CRLF split)."""
+    lf = data.rfind(b"\n")
+    cr = data.rfind(b"\r", 0, len(data) - 1) if data else -1
+    return max(lf, cr) + 1
+
+
+class _LimitedReader:
+    """Wraps a decompressing stream and stops it at a byte limit (decompression bombs)."""
+
+    def __init__(self, raw: BinaryIO, limit: int, name: str) -> None:
+        self._raw = raw
+        self._left = limit
+        self._limit = limit
+        self._name = name
+
+    def read(self, size: int) -> bytes:
+        if self._left <= 0:
+            extra = self._raw.read(1)
+            if extra:
+                raise InputError(
+                    f"{self._name}: decompressed size exceeds the limit of "
+                    f"{self._limit >> 20} MiB (--max-decompressed); refusing a possible bomb"
+                )
+            return b""
+        data = self._raw.read(min(size, self._left))
+        self._left -= len(data)
+        return data
+
+
+def _open_stream(path: Path, name: str, max_decompressed: int) -> BinaryIO | _LimitedReader:
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read: {exc.strerror}") from None
+    head = fh.read(4)
+    fh.seek(0)
+    if head[:2] == b"\x1f\x8b":
+        return _LimitedReader(gzip.GzipFile(fileobj=fh), max_decompressed, name)  # type: ignore[arg-type]
+    if head == b"\x28\xb5\x2f\xfd":
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(fh)
+        return _LimitedReader(reader, max_decompressed, name)
+    return fh
+
+
+def iter_segments(
+    stream: BinaryIO | _LimitedReader,
+    source: Source,
+    chunk_size: int = CHUNK_SIZE,
+    max_line: int = MAX_LINE,
+) -> Iterator[Segment]:
+    """Cut a byte stream into segments ending on a line break; count lines as they pass."""
+    carry = b""
+    next_line = 1
+    json_mode: bool | None = None
+    while True:
+        try:
+            data = stream.read(chunk_size)
+        except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            source.notes.append(f"input truncated or corrupt after {source.bytes} bytes: {exc}")
+            source.skipped = source.skipped or "truncated"
+            data = b""
+        except Exception as exc:  # zstandard raises its own ZstdError
+            if type(exc).__name__ == "ZstdError":
+                source.notes.append(f"input truncated or corrupt after {source.bytes} bytes: {exc}")
+                source.skipped = source.skipped or "truncated"
+                data = b""
+            else:
+                raise
+        source.bytes += len(data)
+        buf = carry + data if carry else data
+        if not data:
+            if buf:
+                yield from _emit(buf, source, next_line, json_mode)
+                next_line += _lines_in(buf)
+            break
+        cut = _last_break_end(buf)
+        if cut == 0:
+            if len(buf) > max_line:
+                source.notes.append(f"a line longer than {max_line >> 20} MiB was cut")
+                cut = len(buf)
+            else:
+                carry = buf
+                continue
+        chunk, carry = buf[:cut], buf[cut:]
+        if json_mode is None:
+            json_mode = _looks_like_json_lines(chunk)
+            if json_mode:
+                source.fmt = "json-lines"
+        for seg in _emit(chunk, source, next_line, json_mode):
+            yield seg
+        next_line += count_breaks(chunk)
+    source.lines = next_line - 1
+
+
+def _lines_in(buf: bytes) -> int:
+    n = count_breaks(buf)
+    return n + (0 if buf.endswith((b"\n", b"\r")) else 1)
+
+
+def _emit(chunk: bytes, source: Source, first_line: int, json_mode: bool | None) -> Iterator[Segment]:
+    if b"\0" in chunk[:SNIFF_BYTES] and source.bytes <= len(chunk) + CHUNK_SIZE:
+        nul_share = chunk[:SNIFF_BYTES].count(b"\0") / max(1, min(len(chunk), SNIFF_BYTES))
+        if nul_share > 0.1 and not source.binary:
+            source.binary = True
+            source.notes.append("binary data (NUL bytes); scanned as text anyway")
+    if b"\0" in chunk:
+        chunk = chunk.replace(b"\0", b" ")  # NULs would end C strings in the scanners
+    if json_mode:
+        chunk = _decode_json_lines(chunk)
+    chunk = strip_ansi_bytes(chunk)
+    lines = _lines_in(chunk)
+    yield Segment(source.name, chunk, first_line, lines)
+
+
+def _looks_like_json_lines(chunk: bytes) -> bool:
+    head = chunk[:SNIFF_BYTES].lstrip()
+    if not head.startswith(b"{"):
+        return False
+    first = head.split(b"\n", 1)[0].strip()
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and any(k in obj for k in _JSON_MESSAGE_KEYS)
+
+
+_JSON_MESSAGE_KEYS = ("MESSAGE", "log", "message", "msg", "body")
+_LINE_SPLIT_RE = re.compile(rb"\r\n|\n|\r")
+
+
+def _json_message(obj: dict[str, object]) -> str | None:
+    for key in _JSON_MESSAGE_KEYS:
+        if key not in obj:
+            continue
+        value = obj[key]
+        if isinstance(value, list) and all(isinstance(x, int) for x in value):
+            # journald stores non-printable messages as arrays of byte values
+            return bytes(x & 0xFF for x in value).decode("utf-8", "replace")
+        if value is None:
+            return "[message hidden: journald shows fields over 4096 bytes as null; use journalctl --all]"
+        if isinstance(value, str):
+            return value
+        return json.dumps(value)
+    return None
+
+
+def _decode_json_lines(chunk: bytes) -> bytes:
+    """Replace each JSON object line by its message (one output line per input line)."""
+    out: list[bytes] = []
+    parts = _LINE_SPLIT_RE.split(chunk)
+    trailing = chunk.endswith((b"\n", b"\r"))
+    if trailing:
+        parts = parts[:-1]
+    for part in parts:
+        text: str | None = None
+        if part.startswith(b"{"):
+            try:
+                obj = json.loads(part)
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict):
+                text = _json_message(obj)
+                prefix = _json_prefix(obj)
+                if text is not None and prefix:
+                    text = prefix + text
+        if text is None:
+            out.append(part)
+            continue
+        # keep one line per input line: inner line breaks become spaces
+        out.append(text.rstrip("\r\n").replace("\r", " ").replace("\n", " ").encode("utf-8", "replace"))
+    joined = b"\n".join(out)
+    return joined + b"\n" if trailing else joined
+
+
+def _json_prefix(obj: dict[str, object]) -> str:
+    """Keep the journal identity (unit, pid) in front of the message, as `short` output would."""
+    ident = obj.get("SYSLOG_IDENTIFIER") or obj.get("_COMM")
+    if isinstance(ident, str):
+        pid = obj.get("_PID")
+        return f"{ident}[{pid}]: " if isinstance(pid, str) else f"{ident}: "
+    return ""
+
+
+def is_log_like(path: Path) -> bool:
+    """Files worth reading in a run directory: text logs and compressed logs, not binaries."""
+    if path.name.startswith(".") or not path.is_file():
+        return False
+    suffixes = "".join(path.suffixes[-2:]).lower()
+    if path.suffix.lower() not in LOG_SUFFIXES and not suffixes.endswith((".log.gz", ".log.zst")):
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    if head[:2] == b"\x1f\x8b" or head[:4] == b"\x28\xb5\x2f\xfd":
+        return True
+    return b"\0" not in head
+
+
+def expand_inputs(args: list[str]) -> list[tuple[str, Path | None]]:
+    """Turn CLI arguments into (display name, path) pairs; '-' is stdin; directories are walked."""
+    out: list[tuple[str, Path | None]] = []
+    for arg in args:
+        if arg == "-":
+            out.append(("<stdin>", None))
+            continue
+        path = Path(arg)
+        if path.is_dir():
+            found = []
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIR_NAMES)
+                for fname in sorted(files):
+                    candidate = Path(root) / fname
+                    if is_log_like(candidate):
+                        found.append(candidate)
+            if not found:
+                raise InputError(f"{arg}: directory holds no log-like files")
+            out.extend((str(p), p) for p in found)
+        elif path.exists():
+            out.append((arg, path))
+        else:
+            raise InputError(f"{arg}: no such file or directory")
+    return out
+
+
+def read_source(
+    name: str,
+    path: Path | None,
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    max_decompressed: int = MAX_DECOMPRESSED,
+    stdin: BinaryIO | None = None,
+) -> tuple[Source, Iterator[Segment]]:
+    """Open one input; the iterator yields its segments and fills the Source counters."""
+    source = Source(name=name, path=path)
+    if path is None:
+        stream: BinaryIO | _LimitedReader = stdin or sys.stdin.buffer
+        head = stream.peek(4)[:4] if isinstance(stream, io.BufferedReader) else b""
+        if head[:2] == b"\x1f\x8b":
+            stream = _LimitedReader(gzip.GzipFile(fileobj=stream), max_decompressed, name)  # type: ignore[arg-type]
+        elif head == b"\x28\xb5\x2f\xfd":
+            import zstandard
+
+            stream = _LimitedReader(
+                zstandard.ZstdDecompressor().stream_reader(stream), max_decompressed, name
+            )
+    else:
+        if not path.is_file() and not path.is_fifo() and not str(path).startswith("/dev/"):
+            raise InputError(f"{name}: not a regular file")
+        stream = _open_stream(path, name, max_decompressed)
+    return source, iter_segments(stream, source, chunk_size=chunk_size)

@@ -1,0 +1,136 @@
+"""The comment a bot posts: a one-line verdict, a block per hypothesis, what nothing explained, and
+what the bot still needs from the reporter. Text from logs is escaped (Markdown, HTML, mentions).
+The comment stays under a size limit by truncating evidence, never the verdict.
+"""
+
+from __future__ import annotations
+
+import re
+
+from triage.models import Hypothesis, Report
+from triage.textutil import neutralise
+
+MARKER = "<!-- triage-bot -->"
+GITHUB_COMMENT_LIMIT = 65536
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def escape_md(text: str) -> str:
+    """Escape Markdown/HTML specials and defuse @-mentions and #-references in untrusted text."""
+    text = neutralise(text)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return text.replace("@", "@\u200b")
+
+
+def _code_safe(text: str) -> str:
+    """Text for inside a fenced block: neutralised, no fence breaking, no mentions."""
+    text = neutralise(text).replace("```", "`\u200b``")
+    return text.replace("@", "@\u200b")
+
+
+def verdict(report: Report) -> str:
+    if not report.hypotheses:
+        if report.unrecognized:
+            return (f"**triage:** no known failure matched; {len(report.unrecognized)} unrecognized "
+                    "error line(s) below.")
+        return "**triage:** no known failure found in the log."
+    top = report.hypotheses[0]
+    return (f"**triage:** most likely **{escape_md(top.title)}** "
+            f"(`{top.signature}`, {top.layer} layer, {top.status}, score {top.score:.2f}).")
+
+
+def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]) -> str:
+    out = [f"### {hyp.rank}. {escape_md(hyp.title)}",
+           f"`{hyp.signature}` · layer **{hyp.layer}** · {hyp.severity} · knowledge status "
+           f"**{hyp.status}** · score {hyp.score:.2f}"]
+    if hyp.signature in seen:
+        out.append(f"_{escape_md(seen[hyp.signature])}_")
+    if hyp.applicability:
+        out.append(f"> applicability: {escape_md(hyp.applicability)}")
+    out.append("")
+    out.append(escape_md(hyp.summary.strip()))
+    out.append("")
+    ev = hyp.evidence[:evidence_lines]
+    if ev:
+        out.append(f"<details><summary>Evidence ({len(hyp.evidence)} line(s))</summary>")
+        out.append("")
+        out.append("```text")
+        for e in ev:
+            count = f" (x{e.count})" if e.count > 1 else ""
+            out.append(f"{_code_safe(e.input)}:{e.line}{count}: {_code_safe(e.text[:400])}")
+        if len(hyp.evidence) > len(ev):
+            out.append(f"... {len(hyp.evidence) - len(ev)} more line(s) not shown")
+        out.append("```")
+        out.append("</details>")
+        out.append("")
+    if hyp.explains:
+        names = ", ".join(f"`{x.signature}` (lines {', '.join(map(str, x.lines[:6]))})" for x in hyp.explains)
+        out.append(f"This also explains: {names}.")
+        out.append("")
+    if hyp.fixes:
+        out.append("**What to try, in order:**")
+        for i, fix in enumerate(hyp.fixes, start=1):
+            likely = " — likely, given this log" if fix.likely else ""
+            when = f" (when {escape_md(fix.when)})" if fix.when else ""
+            out.append(f"{i}. {escape_md(fix.do)}{when} — _{fix.confidence}_{likely}")
+            if fix.caveat:
+                out.append(f"   - caveat: {escape_md(fix.caveat)}")
+        out.append("")
+    if hyp.verify:
+        out.append("**How to know it worked:**")
+        out.extend(f"- {escape_md(v)}" for v in hyp.verify)
+        out.append("")
+    if hyp.references:
+        out.append("References: " + ", ".join(escape_md(r) if not r.startswith("http") else r
+                                               for r in hyp.references[:6]))
+        out.append("")
+    return "\n".join(out)
+
+
+def needs_from_reporter(report: Report) -> list[str]:
+    asks: list[str] = []
+    for hyp in report.hypotheses[:3]:
+        for d in hyp.differential:
+            if d.ask and d.ask not in asks:
+                asks.append(d.ask)
+    if not report.hypotheses or all(h.kind == "symptom" for h in report.hypotheses):
+        for default in ("the complete server log from the launch command on (not only the last traceback)",
+                        "the launch command or compose file",
+                        "`dmesg -T` (or `journalctl -k`) around the time of the failure"):
+            if default not in asks:
+                asks.append(default)
+    return asks
+
+
+def render_markdown(report: Report, *, limit: int = GITHUB_COMMENT_LIMIT,
+                    seen: dict[str, str] | None = None) -> str:
+    seen = seen or {}
+    for evidence_lines in (12, 6, 3, 1, 0):
+        text = _render(report, evidence_lines, seen)
+        if len(text.encode("utf-8")) <= limit:
+            return text
+    head = MARKER + "\n" + verdict(report) + "\n"
+    return head + "\n_(details truncated to fit the comment size limit)_\n"
+
+
+def _render(report: Report, evidence_lines: int, seen: dict[str, str]) -> str:
+    parts = [MARKER, verdict(report), ""]
+    for hyp in report.hypotheses[:5]:
+        parts.append(_hypothesis_block(hyp, evidence_lines, seen))
+    if len(report.hypotheses) > 5:
+        parts.append(f"_{len(report.hypotheses) - 5} lower-ranked hypothesis(es) not shown._\n")
+    if report.unrecognized:
+        parts.append("### Not explained by any known signature")
+        parts.append("```text")
+        for u in report.unrecognized[: max(evidence_lines, 3)]:
+            parts.append(f"{_code_safe(u.input)}:{u.line}: {_code_safe(u.text[:300])}")
+        parts.append("```")
+        parts.append("")
+    asks = needs_from_reporter(report)
+    if asks:
+        parts.append("### What would help next")
+        parts.extend(f"- {escape_md(a) if not a.startswith('`') else a}" for a in asks)
+        parts.append("")
+    parts.append("<sub>Posted by triage. It reads logs, never runs anything from them.</sub>")
+    return "\n".join(parts) + "\n"

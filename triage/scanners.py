@@ -1,0 +1,269 @@
+"""Multi-pattern scanning engines over bytes: Hyperscan (primary), RE2 Set (fallback), `re` (last resort).
+
+Each engine takes the whole pattern table at once and reports candidate `(end_offset, pattern_id)`
+pairs for a byte buffer. Candidates are a superset of true matches: named groups are dropped and
+`\\w \\d \\s` are widened to non-ASCII bytes, so bytes matching never misses what `str` matching
+on the decoded line would find. Confirmation happens later, per candidate line.
+The compiled Hyperscan database is cached on disk, keyed by the pattern set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+try:
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover - hosts without the wheel (e.g. some aarch64)
+    _hs = None
+
+try:
+    import re2 as _re2
+except ImportError:  # pragma: no cover
+    _re2 = None
+
+
+class Scanner(Protocol):
+    name: str
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        """Candidate (end_offset, pattern_id) pairs in data, in any order."""
+        ...
+
+
+_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+_WIDEN = {"w": r"\w\x80-\xff", "d": r"\d\x80-\xff", "s": r"\s\x80-\xff"}
+
+
+def to_bytes_pattern(pattern: str) -> str:
+    """Rewrite a `regex` pattern so that matching on UTF-8 bytes is a superset of matching on str."""
+    pattern = _NAMED_GROUP.sub("(?:", pattern)
+    out: list[str] = []
+    i = 0
+    in_class = False
+    negated = False
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt in _WIDEN:
+                if not in_class:
+                    out.append("[" + _WIDEN[nxt] + "]")
+                elif not negated:
+                    out.append(_WIDEN[nxt])
+                else:
+                    out.append("\\" + nxt)
+            else:
+                out.append(ch + nxt)
+            i += 2
+            continue
+        if not in_class and ch == "[":
+            in_class = True
+            negated = pattern.startswith("[^", i)
+            j = i + (2 if negated else 1)
+            out.append(pattern[i:j])
+            if j < n and pattern[j] == "]":  # a literal ] first in a class
+                out.append("\\]")
+                j += 1
+            i = j
+            continue
+        if in_class and ch == "]":
+            in_class = False
+        if ord(ch) > 0x7F:
+            # a non-ASCII literal: its UTF-8 bytes (inside a class: any high byte, a superset)
+            if in_class:
+                out.append("" if negated else "\\x80-\\xff")
+            else:
+                out.append("(?:" + "".join(f"\\x{b:02x}" for b in ch.encode("utf-8")) + ")")
+            i += 1
+            continue
+        out.append(ch)
+        i += 1
+    text = "".join(out)
+    # A trailing unbounded gap adds nothing to whether a line matches, only callbacks.
+    for tail in (".*", ".+"):
+        while text.endswith(tail) and not text.endswith("\\" + tail):
+            text = text[: -len(tail)] + ("." if tail == ".+" else "")
+            if not text:
+                break
+    return text
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("TRIAGE_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base else Path.home() / ".cache"
+    return (root / "triage") if not os.environ.get("TRIAGE_CACHE_DIR") else root
+
+
+def _digest(patterns: Sequence[str], engine: str) -> str:
+    h = hashlib.sha256(engine.encode())
+    for p in patterns:
+        h.update(b"\0")
+        h.update(p.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:24]
+
+
+class HyperscanScanner:
+    name = "hyperscan"
+
+    def __init__(self, patterns: Sequence[str], *, use_cache: bool = True) -> None:
+        assert _hs is not None
+        self.prefiltered: list[int] = []
+        exprs = [to_bytes_pattern(p).encode("utf-8", "surrogatepass") for p in patterns]
+        key = _digest([e.decode("utf-8", "surrogatepass") for e in exprs], "hs-" + _hs_version())
+        path = cache_dir() / f"hs-{key}.db"
+        self.db: Any = None
+        if use_cache and path.is_file():
+            try:
+                self.db = _hs.loadb(path.read_bytes(), _hs.HS_MODE_BLOCK)
+                self.db.scratch = _hs.Scratch(self.db)  # a loaded database has none yet
+                self.cached = True
+            except Exception:
+                self.db = None
+        if self.db is None:
+            self.cached = False
+            self.db = self._compile(exprs)
+            if use_cache:
+                _atomic_write(path, _hs.dumpb(self.db))
+        self._scratch: Any = None
+
+    def _compile(self, exprs: list[bytes]) -> Any:
+        flags = [_hs.HS_FLAG_MULTILINE] * len(exprs)
+        for i, expr in enumerate(exprs):
+            single = _hs.Database()
+            try:
+                single.compile(expressions=[expr], ids=[0], elements=1, flags=[flags[i]])
+            except Exception:
+                flags[i] |= _hs.HS_FLAG_PREFILTER
+                self.prefiltered.append(i)
+        db = _hs.Database()
+        if exprs:
+            db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        return db
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        hits: list[tuple[int, int]] = []
+        append = hits.append
+
+        def on_match(pid: int, start: int, end: int, flags: int, ctx: object) -> None:
+            append((end, pid))
+
+        if data:
+            self.db.scan(data, match_event_handler=on_match)
+        return hits
+
+
+def _hs_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("hyperscan")
+    except Exception:
+        return "unknown"
+
+
+class Re2SetScanner:
+    """RE2 Set over blocks: which patterns occur in a block, then locate them with single RE2s."""
+
+    name = "re2"
+    BLOCK = 256 << 10
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        assert _re2 is not None
+        opts = _re2.Options()
+        opts.max_mem = 1 << 30
+        opts.encoding = _re2.Options.Encoding.LATIN1
+        opts.never_capture = True
+        opts.log_errors = False
+        self._set = _re2.Set.SearchSet(opts)
+        self._singles = []
+        for p in patterns:
+            bp = to_bytes_pattern(p)
+            self._set.Add(bp)
+            self._singles.append(_re2.compile(bp, opts))
+        self._set.Compile()
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        hits: list[tuple[int, int]] = []
+        text = data.decode("latin-1")
+        start = 0
+        n = len(text)
+        while start < n:
+            end = min(n, start + self.BLOCK)
+            if end < n:
+                nl = text.find("\n", end)
+                end = n if nl < 0 else nl + 1
+            block_ids = self._set.Match(text[start:end])
+            for pid in block_ids:
+                regex = self._singles[pid]
+                pos = start
+                while pos < end:
+                    m = regex.search(text, pos, end)
+                    if m is None:
+                        break
+                    hits.append((max(m.end(), m.start() + 1), pid))
+                    nl = text.find("\n", m.end() if m.end() > m.start() else m.start() + 1)
+                    pos = end if nl < 0 else nl + 1
+            start = end
+        return hits
+
+
+class ReScanner:
+    """Last resort: one `re` pass per pattern over the bytes (slow with many patterns, but linear-ish)."""
+
+    name = "re"
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._compiled = [re.compile(to_bytes_pattern(p).encode()) for p in patterns]
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        hits: list[tuple[int, int]] = []
+        for pid, regex in enumerate(self._compiled):
+            pos = 0
+            while True:
+                m = regex.search(data, pos)
+                if m is None:
+                    break
+                hits.append((max(m.end(), m.start() + 1), pid))
+                nl = data.find(b"\n", max(m.end(), m.start() + 1))
+                if nl < 0:
+                    break
+                pos = nl + 1
+        return hits
+
+
+def available_engines() -> list[str]:
+    out = []
+    if _hs is not None:
+        out.append("hyperscan")
+    if _re2 is not None:
+        out.append("re2")
+    out.append("re")
+    return out
+
+
+def make_scanner(patterns: Sequence[str], engine: str | None = None) -> Scanner:
+    """The fastest engine available (or the one asked for by name or TRIAGE_ENGINE)."""
+    wanted = engine or os.environ.get("TRIAGE_ENGINE") or available_engines()[0]
+    if wanted == "hyperscan" and _hs is not None:
+        return HyperscanScanner(patterns)
+    if wanted in ("hyperscan", "re2") and _re2 is not None:
+        return Re2SetScanner(patterns)
+    return ReScanner(patterns)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home only costs a recompilation next time
