@@ -26,6 +26,35 @@ app.add_typer(kb_app, name="kb")
 
 SUBCOMMANDS = {"kb"}
 
+# Subcommands that live with their feature: name -> module exposing `APPS: dict[str, typer.Typer]`.
+# Each app is run with the remaining arguments, so features stay in their own files.
+PLUGIN_COMMANDS: dict[str, str] = {
+    "comment": "triage.bot.cli", "bot": "triage.bot.cli", "serve": "triage.bot.cli",
+    "run": "triage.bot.cli", "watch": "triage.bot.cli",
+    "history": "triage.history.cli", "stats": "triage.history.cli",
+    "unknown": "triage.history.cli", "draft": "triage.history.cli",
+    "feedback": "triage.history.cli",
+    "lint": "triage.preflight.cli", "probe": "triage.preflight.cli",
+    "bench": "triage.benchmarks.cli",
+}
+# `triage kb <name>` subcommands provided by another module the same way.
+KB_PLUGIN_COMMANDS: dict[str, str] = {
+    "build": "triage.kb.commands", "search": "triage.kb.commands",
+    "show": "triage.kb.commands", "stats": "triage.kb.commands",
+}
+
+
+def _run_plugin(module_name: str, name: str, args: list[str], prog: str) -> None:
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        typer.echo(f"triage: '{name}' is not available in this build", err=True)
+        sys.exit(EXIT_USAGE)
+    sub = module.APPS[name]
+    sub(args=args, prog_name=prog, standalone_mode=True)
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
@@ -161,7 +190,12 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("COLUMNS", "110")
     try:
-        if args and args[0] in SUBCOMMANDS and not Path(args[0]).exists():
+        if args and args[0] in PLUGIN_COMMANDS and not Path(args[0]).exists():
+            _run_plugin(PLUGIN_COMMANDS[args[0]], args[0], args[1:], f"triage {args[0]}")
+        elif (len(args) > 1 and args[0] == "kb" and args[1] in KB_PLUGIN_COMMANDS
+              and not Path(args[0]).exists()):
+            _run_plugin(KB_PLUGIN_COMMANDS[args[1]], args[1], args[2:], f"triage kb {args[1]}")
+        elif args and args[0] in SUBCOMMANDS and not Path(args[0]).exists():
             app(args=args, prog_name="triage", standalone_mode=True)
         else:
             triage_app(args=args, prog_name="triage", standalone_mode=True)

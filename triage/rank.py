@@ -154,9 +154,6 @@ def score(cand: Candidate, facts: dict[str, Any]) -> None:
         cand.add(min(0.1, 0.05 * (len(patterns) - 1)), f"{len(patterns)} distinct decisive patterns")
     if cand.supporting:
         cand.add(0.08, f"{len(cand.supporting)} supporting line(s)")
-    if cand.explains:
-        cand.add(min(0.12, 0.04 * len(cand.explains)),
-                 f"explains {len(cand.explains)} symptom(s) seen in the log")
     if not all(h.confirmed for h in cand.decisive):
         cand.add(-0.05, "some matches unconfirmed (regex timed out on a huge line)")
     reason = applicability(sig, facts)
@@ -213,8 +210,11 @@ def rank(signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str,
                 continue
             cand.explained_by = cause.sig.id
             cause.explains.append(cand)
-            cause.terms.append(f"+0.00 accounts for symptom {cand.sig.id} (nothing else claims it)")
             break
+    for cand in cands:
+        if cand.explains:
+            cand.add(min(0.12, 0.04 * len(cand.explains)),
+                     "explains " + ", ".join(c.sig.id for c in cand.explains))
     top = [c for c in ordered if c.explained_by is None]
     top.sort(key=lambda c: (-round(c.score, 6), c.first))
     out = []

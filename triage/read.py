@@ -86,8 +86,12 @@ class _LimitedReader:
         self._left = limit
         self._limit = limit
         self._name = name
+        self._pending: Exception | None = None
 
     def read(self, size: int) -> bytes:
+        if self._pending is not None:
+            exc, self._pending = self._pending, None
+            raise exc
         if self._left <= 0:
             extra = self._raw.read(1)
             if extra:
@@ -96,9 +100,25 @@ class _LimitedReader:
                     f"{self._limit >> 20} MiB (--max-decompressed); refusing a possible bomb"
                 )
             return b""
-        data = self._raw.read(min(size, self._left))
-        self._left -= len(data)
-        return data
+        # small reads, so that a truncated stream still yields what came before the damage
+        parts: list[bytes] = []
+        want = min(size, self._left)
+        got = 0
+        while got < want:
+            try:
+                reader = getattr(self._raw, "read1", None) or self._raw.read
+                piece = reader(min(1 << 16, want - got))
+            except Exception as exc:
+                if not parts:
+                    raise
+                self._pending = exc
+                break
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+        self._left -= got
+        return b"".join(parts)
 
 
 def _open_stream(path: Path, name: str, max_decompressed: int) -> BinaryIO | _LimitedReader:

@@ -1,13 +1,16 @@
 """The comment a bot posts: a one-line verdict, a block per hypothesis, what nothing explained, and
 what the bot still needs from the reporter. Text from logs is escaped (Markdown, HTML, mentions).
-The comment stays under a size limit by truncating evidence, never the verdict.
+The comment stays under a size limit by truncating evidence, never the verdict, and secrets are
+redacted from the final text (`triage.redact`) before it is returned.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from triage.models import Hypothesis, Report
+from triage.redact import redact
 from triage.textutil import neutralise
 
 MARKER = "<!-- triage-bot -->"
@@ -24,9 +27,18 @@ def escape_md(text: str) -> str:
 
 
 def _code_safe(text: str) -> str:
-    """Text for inside a fenced block: neutralised, no fence breaking, no mentions."""
-    text = neutralise(text).replace("```", "`\u200b``")
-    return text.replace("@", "@\u200b")
+    """Text for inside a fenced block: neutralised, no mentions (the fence is sized by `fenced`)."""
+    return neutralise(text).replace("@", "@\u200b")
+
+
+_BACKTICK_RUN = re.compile(r"`+")
+
+
+def fenced(lines: Sequence[str], info: str = "text") -> list[str]:
+    """A fenced code block whose fence is longer than the longest backtick run inside it."""
+    longest = max((len(m.group()) for line in lines for m in _BACKTICK_RUN.finditer(line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, *lines, fence]
 
 
 def verdict(report: Report) -> str:
@@ -55,13 +67,13 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
     if ev:
         out.append(f"<details><summary>Evidence ({len(hyp.evidence)} line(s))</summary>")
         out.append("")
-        out.append("```text")
+        body = []
         for e in ev:
             count = f" (x{e.count})" if e.count > 1 else ""
-            out.append(f"{_code_safe(e.input)}:{e.line}{count}: {_code_safe(e.text[:400])}")
+            body.append(f"{_code_safe(e.input)}:{e.line}{count}: {_code_safe(e.text[:400])}")
         if len(hyp.evidence) > len(ev):
-            out.append(f"... {len(hyp.evidence) - len(ev)} more line(s) not shown")
-        out.append("```")
+            body.append(f"... {len(hyp.evidence) - len(ev)} more line(s) not shown")
+        out.extend(fenced(body))
         out.append("</details>")
         out.append("")
     if hyp.explains:
@@ -88,8 +100,9 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
     return "\n".join(out)
 
 
-def needs_from_reporter(report: Report) -> list[str]:
-    asks: list[str] = []
+def needs_from_reporter(report: Report, extra: Sequence[str] = ()) -> list[str]:
+    """What the bot still needs: the caller's asks first, then the hypotheses' differential asks."""
+    asks: list[str] = [a for i, a in enumerate(extra) if a not in extra[:i]]
     for hyp in report.hypotheses[:3]:
         for d in hyp.differential:
             if d.ask and d.ask not in asks:
@@ -104,30 +117,41 @@ def needs_from_reporter(report: Report) -> list[str]:
 
 
 def render_markdown(report: Report, *, limit: int = GITHUB_COMMENT_LIMIT,
-                    seen: dict[str, str] | None = None) -> str:
+                    seen: dict[str, str] | None = None, asks: Sequence[str] = (),
+                    marker: str = MARKER, notes: Sequence[str] = ()) -> str:
+    """The comment: at most `limit` characters (and bytes), secrets redacted.
+
+    `asks` are requests to the reporter from the caller (e.g. the bot noticed the environment
+    section is missing); `notes` are short lines (already Markdown) shown under the verdict;
+    `marker` is the hidden first line a bot uses to find its own comment again."""
     seen = seen or {}
     for evidence_lines in (12, 6, 3, 1, 0):
-        text = _render(report, evidence_lines, seen)
+        text = redact(_render(report, evidence_lines, seen, asks, marker, notes))
         if len(text.encode("utf-8")) <= limit:
             return text
-    head = MARKER + "\n" + verdict(report) + "\n"
+    head = marker + "\n" + redact(verdict(report)) + "\n"
     return head + "\n_(details truncated to fit the comment size limit)_\n"
 
 
-def _render(report: Report, evidence_lines: int, seen: dict[str, str]) -> str:
-    parts = [MARKER, verdict(report), ""]
+def _render(report: Report, evidence_lines: int, seen: dict[str, str], extra_asks: Sequence[str],
+            marker: str, notes: Sequence[str]) -> str:
+    parts = [marker, verdict(report), ""]
+    if notes:
+        parts.extend(notes)
+        parts.append("")
     for hyp in report.hypotheses[:5]:
         parts.append(_hypothesis_block(hyp, evidence_lines, seen))
     if len(report.hypotheses) > 5:
         parts.append(f"_{len(report.hypotheses) - 5} lower-ranked hypothesis(es) not shown._\n")
     if report.unrecognized:
         parts.append("### Not explained by any known signature")
-        parts.append("```text")
-        for u in report.unrecognized[: max(evidence_lines, 3)]:
-            parts.append(f"{_code_safe(u.input)}:{u.line}: {_code_safe(u.text[:300])}")
-        parts.append("```")
+        shown = report.unrecognized[: max(evidence_lines, 3)]
+        parts.extend(fenced([f"{_code_safe(u.input)}:{u.line}: {_code_safe(u.text[:300])}"
+                             for u in shown]))
+        if len(report.unrecognized) > len(shown):
+            parts.append(f"_{len(report.unrecognized) - len(shown)} more not shown._")
         parts.append("")
-    asks = needs_from_reporter(report)
+    asks = needs_from_reporter(report, extra_asks)
     if asks:
         parts.append("### What would help next")
         parts.extend(f"- {escape_md(a) if not a.startswith('`') else a}" for a in asks)

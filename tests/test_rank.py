@@ -1,0 +1,62 @@
+"""Ranking: causes before symptoms, node before engine, first fatal first, explanations listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import run_text
+from triage.api import Engine
+
+CASCADE = """\
+(EngineCore_DP0 pid=270) ERROR 10-25 13:08:43 [core.py:708] EngineCore failed to start.
+(EngineCore_DP0 pid=270) ERROR 10-25 13:08:43 [core.py:708] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.
+(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+(APIServer pid=1) ERROR 07-23 06:51:50 [async_llm.py:704] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+"""
+
+
+def test_cause_first_and_cascade_explained(engine: Engine, tmp_path: Path) -> None:
+    report = run_text(engine, CASCADE, tmp_path)
+    assert [h.signature for h in report.hypotheses] == ["kv-cache-no-memory"]
+    explained = {e.signature: e.lines for e in report.hypotheses[0].explains}
+    assert explained["engine-core-init-failed"] == [1, 3]
+    assert explained["engine-dead-error"] == [4]
+
+
+def test_symptom_alone_is_reported_not_silent(engine: Engine, tmp_path: Path) -> None:
+    report = run_text(engine, "(EngineCore_DP0 pid=1) ERROR 12-04 11:46:32 [core.py:843] EngineCore failed to start.\n", tmp_path)
+    assert report.hypotheses[0].signature == "engine-core-init-failed"
+    assert report.failed
+
+
+def test_unrecognized_exception_is_reported(engine: Engine, tmp_path: Path) -> None:
+    text = ("(Worker_TP0 pid=77) Traceback (most recent call last):\n"
+            "(Worker_TP0 pid=77)   File \"/x/y.py\", line 3, in f\n"
+            "(Worker_TP0 pid=77) FrobnicationError: the widget 0x7f3a at /opt/a/b.py exploded after 42 tries\n")
+    report = run_text(engine, text, tmp_path)
+    assert not report.hypotheses
+    assert report.unrecognized[0].line == 3
+    assert "<HEX>" in report.unrecognized[0].fingerprint and "<N>" in report.unrecognized[0].fingerprint
+    assert report.failed
+
+
+def test_scores_are_explainable(engine: Engine, tmp_path: Path) -> None:
+    report = run_text(engine, CASCADE, tmp_path)
+    terms = report.hypotheses[0].explain
+    assert any("severity error" in t for t in terms)
+    assert any("explains" in t for t in terms)
+
+
+def test_out_of_range_version_lowers_never_hides(engine: Engine, tmp_path: Path) -> None:
+    text = "vLLM API server version 0.1.0\n" + CASCADE.splitlines()[1] + "\n"
+    report = run_text(engine, text, tmp_path)
+    top = report.hypotheses[0]
+    assert top.signature == "kv-cache-no-memory" and top.applicability
+    assert any("lowered" in t for t in top.explain)
+
+
+def test_differential_uses_facts(engine: Engine, tmp_path: Path) -> None:
+    text = ("(APIServer pid=1) INFO 10-25 13:07:02 [utils.py:233] non-default args: {'model': 'x', 'data_parallel_size': 8, 'enable_expert_parallel': True}\n"
+            + CASCADE)
+    top = run_text(engine, text, tmp_path).hypotheses[0]
+    assert top.fixes[0].likely and "TP + EP" in top.fixes[0].do

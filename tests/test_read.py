@@ -1,0 +1,117 @@
+"""The reader: line numbering across line-break styles and sources, compressed and hostile input."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from triage.read import InputError, Source, count_breaks, iter_segments, read_source
+
+KV_LINE = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
+
+
+def _lines(data: bytes, chunk: int = 7) -> list[tuple[int, int]]:
+    src = Source("x")
+    return [(s.first_line, s.lines) for s in iter_segments(io.BytesIO(data), src, chunk_size=chunk)]
+
+
+def test_count_breaks_all_styles() -> None:
+    assert count_breaks(b"a\nb\r\nc\rd") == 3
+    assert count_breaks(b"\r\n\r\n") == 2
+    assert count_breaks(b"\r\r") == 2
+
+
+@pytest.mark.parametrize("sep", [b"\n", b"\r\n", b"\r"])
+def test_segments_cover_every_line_once(sep: bytes) -> None:
+    data = sep.join(f"line {i}".encode() for i in range(1, 40)) + sep
+    src = Source("x")
+    segs = list(iter_segments(io.BytesIO(data), src, chunk_size=5))
+    expected_first = 1
+    for seg in segs:
+        assert seg.first_line == expected_first
+        expected_first += count_breaks(seg.data)
+    assert src.lines == 39
+    assert b"".join(s.data for s in segs) == data
+
+
+def _report_lines(engine, path_or_bytes, tmp_path: Path, sep: bytes, via_pipe: bool):  # type: ignore[no-untyped-def]
+    body = sep.join([b"INFO start", b"INFO loading", KV_LINE.encode(), b"INFO done"]) + sep
+    path = tmp_path / "x.log"
+    path.write_bytes(body)
+    if via_pipe:
+        proc = subprocess.run([sys.executable, "-m", "triage", "--format", "json", "-"],
+                              input=body, capture_output=True, check=False)
+        import json
+
+        return json.loads(proc.stdout)["hypotheses"][0]["evidence"][0]["line"]
+    return engine.run([str(path)]).hypotheses[0].evidence[0].line
+
+
+@pytest.mark.parametrize("sep", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+@pytest.mark.parametrize("via_pipe", [False, True], ids=["file", "pipe"])
+def test_line_numbers_same_from_file_and_pipe(engine, tmp_path: Path, sep: bytes, via_pipe: bool) -> None:  # type: ignore[no-untyped-def]
+    assert _report_lines(engine, None, tmp_path, sep, via_pipe) == 3
+
+
+def test_gzip_and_zstd(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    body = ("INFO a\n" * 5 + KV_LINE + "\n").encode()
+    gz = tmp_path / "s.log.gz"
+    gz.write_bytes(gzip.compress(body))
+    zs = tmp_path / "s.log.zst"
+    zs.write_bytes(zstandard.ZstdCompressor().compress(body))
+    for p in (gz, zs):
+        report = engine.run([str(p)])
+        assert report.hypotheses[0].signature == "kv-cache-no-memory"
+        assert report.hypotheses[0].evidence[0].line == 6
+
+
+def test_truncated_gzip_is_recorded_not_fatal(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    body = ("".join(f"INFO a {i * 7919 % 10007}\n" for i in range(3000)) + KV_LINE + "\n"
+            + "".join(f"INFO b {i * 104729 % 1009}\n" for i in range(3000))).encode()
+    p = tmp_path / "t.log.gz"
+    p.write_bytes(gzip.compress(body)[:-40])
+    report = engine.run([str(p)])
+    assert any("truncated" in s["reason"] for s in report.skipped)
+    assert report.hypotheses and report.hypotheses[0].signature == "kv-cache-no-memory"
+
+
+def test_decompression_bomb_stops_at_limit(tmp_path: Path) -> None:
+    p = tmp_path / "bomb.log.gz"
+    p.write_bytes(gzip.compress(b"A" * (8 << 20)))
+    src, segs = read_source(str(p), p, max_decompressed=1 << 20)
+    with pytest.raises(InputError, match="exceeds the limit"):
+        list(segs)
+    del src
+
+
+def test_nul_bytes_and_invalid_utf8(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    body = b"\x00\x01garbage\xff\xfe\n" + KV_LINE.encode() + b"\x00\n\xc3\x28\n"
+    p = tmp_path / "b.log"
+    p.write_bytes(body)
+    report = engine.run([str(p)])
+    assert report.hypotheses[0].evidence[0].line == 2
+
+
+def test_long_single_line_match_at_end(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    p = tmp_path / "long.log"
+    p.write_bytes(b"x" * (8 << 20) + b" " + KV_LINE.encode())
+    report = engine.run([str(p)])
+    assert report.hypotheses[0].signature == "kv-cache-no-memory"
+    assert report.inputs[0].lines == 1
+
+
+def test_directory_names_each_file(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "client.log").write_text("INFO ok\n")
+    (tmp_path / "run" / "server.log").write_text("INFO a\n" + KV_LINE + "\n")
+    (tmp_path / "run" / "weights.bin").write_bytes(b"\x00" * 100)
+    report = engine.run([str(tmp_path / "run")])
+    names = [i.name for i in report.inputs]
+    assert any(n.endswith("server.log") for n in names) and not any(n.endswith(".bin") for n in names)
+    assert report.hypotheses[0].evidence[0].input.endswith("server.log")
