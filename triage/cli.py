@@ -85,6 +85,9 @@ def triage_command(
     engine: Annotated[Optional[str], typer.Option("--engine", help="Scanner: hyperscan, re2 or re")] = None,
     signatures: Annotated[Optional[Path], typer.Option("--signatures", help="Signature directory")] = None,
     max_decompressed_mib: Annotated[int, typer.Option("--max-decompressed", help="Limit for .gz/.zst input, MiB")] = 4096,
+    no_history: Annotated[bool, typer.Option("--no-history", help="Do not record this run in the history database")] = False,
+    db: Annotated[Optional[Path], typer.Option("--db", envvar="TRIAGE_DB", help="History database (default: user data dir)")] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id to record with the history")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
                                           help="Show version and scanning engine")] = False,
 ) -> None:
@@ -103,8 +106,22 @@ def triage_command(
         raise _fail(str(exc)) from None
     if all(i.lines == 0 for i in report.inputs):
         raise _fail("empty input: nothing to triage")
+    if not no_history:
+        _record_history(report, db, run_id)
     _emit(report, format, explain, color)
     raise typer.Exit(EXIT_FAILURE if report.failed else EXIT_OK)
+
+
+def _record_history(report: object, db: Path | None, run_id: str | None) -> None:
+    """Record the run in the history database; a history problem never fails a triage."""
+    try:
+        from triage.history.recorder import record_run
+    except ImportError:
+        return
+    try:
+        record_run(report, db_path=db, run_id=run_id)  # type: ignore[arg-type]
+    except Exception as exc:
+        typer.echo(f"triage: note: history not recorded: {exc}", err=True)
 
 
 def _emit(report: object, fmt: Format, explain: bool, color: bool | None) -> None:

@@ -68,57 +68,130 @@ _NOT_AFTER_WORD = r"(?<![A-Za-z0-9_])"
 
 _RULES: tuple[_Rule, ...] = (
     # --- shapes: whole token replaced ---
-    _Rule("pem-private-key", ("private key",),
-          re.compile(r"-----BEGIN[A-Z ]{0,30} PRIVATE KEY-----[A-Za-z0-9+/=\s:,-]{0,16000}?"
-                     r"-----END[A-Z ]{0,30} PRIVATE KEY-----")),
-    _Rule("huggingface", ("hf_", "api_org_"),
-          re.compile(_NOT_AFTER_WORD + r"(?:hf|api_org)_[A-Za-z0-9]{30,64}" + _TOKEN_TAIL)),
-    _Rule("anthropic", ("sk-ant-",),
-          re.compile(_NOT_AFTER_WORD + r"sk-ant-[A-Za-z0-9]{2,12}-[A-Za-z0-9_-]{20,200}")),
-    _Rule("openai", ("sk-",),
-          re.compile(r"(?<![A-Za-z0-9_-])sk-(?:[A-Za-z0-9]{1,12}-)?[A-Za-z0-9_-]{20,200}")),
-    _Rule("github", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-          re.compile(_NOT_AFTER_WORD + r"gh[pousr]_[A-Za-z0-9]{30,255}" + _TOKEN_TAIL)),
-    _Rule("github-pat", ("github_pat_",),
-          re.compile(_NOT_AFTER_WORD + r"github_pat_[A-Za-z0-9_]{22,255}")),
-    _Rule("aws-access-key", ("akia", "asia", "abia", "acca"),
-          re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Z0-9])"), min_distinct=8),
-    _Rule("slack", ("xox",),
-          re.compile(_NOT_AFTER_WORD + r"xox[abposr]-[A-Za-z0-9-]{10,200}")),
-    _Rule("gitlab", ("glpat-",),
-          re.compile(_NOT_AFTER_WORD + r"glpat-[A-Za-z0-9_-]{20,64}")),
-    _Rule("pypi", ("pypi-",),
-          re.compile(_NOT_AFTER_WORD + r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{16,400}")),
-    _Rule("npm", ("npm_",),
-          re.compile(_NOT_AFTER_WORD + r"npm_[A-Za-z0-9]{36}" + _TOKEN_TAIL)),
-    _Rule("google-api", ("aiza",),
-          re.compile(_NOT_AFTER_WORD + r"AIza[A-Za-z0-9_-]{35}")),
-    _Rule("stripe", ("_live_", "_test_"),
-          re.compile(_NOT_AFTER_WORD + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,128}")),
-    _Rule("digitalocean", ("dop_v1_", "doo_v1_", "dor_v1_"),
-          re.compile(_NOT_AFTER_WORD + r"do[opr]_v1_[a-f0-9]{64}")),
-    _Rule("jwt", ("eyj",),
-          re.compile(_NOT_AFTER_WORD + r"eyJ[A-Za-z0-9_-]{8,2000}\.eyJ[A-Za-z0-9_-]{8,4000}"
-                     r"\.[A-Za-z0-9_-]{8,2000}")),
+    _Rule(
+        "pem-private-key",
+        ("private key",),
+        re.compile(
+            r"-----BEGIN[A-Z ]{0,30} PRIVATE KEY-----[A-Za-z0-9+/=\s:,-]{0,16000}?"
+            r"-----END[A-Z ]{0,30} PRIVATE KEY-----"
+        ),
+    ),
+    _Rule(
+        "huggingface",
+        ("hf_", "api_org_"),
+        re.compile(_NOT_AFTER_WORD + r"(?:hf|api_org)_[A-Za-z0-9]{30,64}" + _TOKEN_TAIL),
+    ),
+    _Rule(
+        "anthropic",
+        ("sk-ant-",),
+        re.compile(_NOT_AFTER_WORD + r"sk-ant-[A-Za-z0-9]{2,12}-[A-Za-z0-9_-]{20,200}"),
+    ),
+    _Rule(
+        "openai",
+        ("sk-",),
+        re.compile(r"(?<![A-Za-z0-9_-])sk-(?:[A-Za-z0-9]{1,12}-)?[A-Za-z0-9_-]{20,200}"),
+    ),
+    _Rule(
+        "github",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        re.compile(_NOT_AFTER_WORD + r"gh[pousr]_[A-Za-z0-9]{30,255}" + _TOKEN_TAIL),
+    ),
+    _Rule(
+        "github-pat",
+        ("github_pat_",),
+        re.compile(_NOT_AFTER_WORD + r"github_pat_[A-Za-z0-9_]{22,255}"),
+    ),
+    _Rule(
+        "aws-access-key",
+        ("akia", "asia", "abia", "acca"),
+        re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Z0-9])"),
+        min_distinct=8,
+    ),
+    _Rule("slack", ("xox",), re.compile(_NOT_AFTER_WORD + r"xox[abposr]-[A-Za-z0-9-]{10,200}")),
+    _Rule("gitlab", ("glpat-",), re.compile(_NOT_AFTER_WORD + r"glpat-[A-Za-z0-9_-]{20,64}")),
+    _Rule(
+        "pypi",
+        ("pypi-",),
+        re.compile(_NOT_AFTER_WORD + r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{16,400}"),
+    ),
+    _Rule("npm", ("npm_",), re.compile(_NOT_AFTER_WORD + r"npm_[A-Za-z0-9]{36}" + _TOKEN_TAIL)),
+    _Rule("google-api", ("aiza",), re.compile(_NOT_AFTER_WORD + r"AIza[A-Za-z0-9_-]{35}")),
+    _Rule(
+        "stripe",
+        ("_live_", "_test_"),
+        re.compile(_NOT_AFTER_WORD + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,128}"),
+    ),
+    _Rule(
+        "digitalocean",
+        ("dop_v1_", "doo_v1_", "dor_v1_"),
+        re.compile(_NOT_AFTER_WORD + r"do[opr]_v1_[a-f0-9]{64}"),
+    ),
+    _Rule(
+        "jwt",
+        ("eyj",),
+        re.compile(
+            _NOT_AFTER_WORD + r"eyJ[A-Za-z0-9_-]{8,2000}\.eyJ[A-Za-z0-9_-]{8,4000}"
+            r"\.[A-Za-z0-9_-]{8,2000}"
+        ),
+    ),
     # --- contexts: only the value replaced ---
-    _Rule("authorization", ("bearer", "authorization", "token "),
-          re.compile(r"(?i)(?:\bbearer|\bauthorization:\s{0,3}(?:token|basic))\s{1,3}"
-                     r"(?P<v>[A-Za-z0-9._~+/=-]{12,4000})"), group="v"),
-    _Rule("url-password", ("://",),
-          re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s:/@\"'<>]{0,256}:"
-                     r"(?P<v>[^\s@/\"'<>]{1,256})@"), group="v", lenient=True),
-    _Rule("cli-flag", ("--",),
-          re.compile(r"(?i)--(?:api-key|apikey|hf-token|token|password|passwd|secret|access-key|"
-                     r"secret-key|auth-token)(?:=|\s{1,3})['\"]?(?P<v>[^\s'\"]{4,1000})"), group="v"),
-    _Rule("env-assignment", ("_token", "_password", "_secret", "_key", "_pass", "_pwd"),
-          re.compile(r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]{0,80}_(?:TOKEN|PASSWORD|PASSWD|SECRET|KEY|PASS|"
-                     r"PWD|CREDENTIALS)['\"]?\s{0,3}[=:]\s{0,3}['\"]?(?P<v>[^\s'\",;]{4,1000})"),
-          group="v"),
-    _Rule("key-value", ("password", "passwd", "secret", "token", "api_key", "apikey", "api-key",
-                        "access_key", "private_key"),
-          re.compile(r"(?i)(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
-                     r"client[_-]?secret)['\"]?\s{0,3}[=:]\s{0,3}['\"]?"
-                     r"(?P<v>[A-Za-z0-9_./+=~!#%^&()\[\]-]{8,1000})"), group="v"),
+    _Rule(
+        "authorization",
+        ("bearer", "authorization", "token "),
+        re.compile(
+            r"(?i)(?:\bbearer|\bauthorization:\s{0,3}(?:token|basic))\s{1,3}"
+            r"(?P<v>[A-Za-z0-9._~+/=-]{12,4000})"
+        ),
+        group="v",
+    ),
+    _Rule(
+        "url-password",
+        ("://",),
+        re.compile(
+            r"[A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s:/@\"'<>]{0,256}:"
+            r"(?P<v>[^\s@/\"'<>]{1,256})@"
+        ),
+        group="v",
+        lenient=True,
+    ),
+    _Rule(
+        "cli-flag",
+        ("--",),
+        re.compile(
+            r"(?i)--(?:api-key|apikey|hf-token|token|password|passwd|secret|access-key|"
+            r"secret-key|auth-token)(?:=|\s{1,3})['\"]?(?P<v>[^\s'\"]{4,1000})"
+        ),
+        group="v",
+    ),
+    _Rule(
+        "env-assignment",
+        ("_token", "_password", "_secret", "_key", "_pass", "_pwd"),
+        re.compile(
+            r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]{0,80}_(?:TOKEN|PASSWORD|PASSWD|SECRET|KEY|PASS|"
+            r"PWD|CREDENTIALS)['\"]?\s{0,3}[=:]\s{0,3}['\"]?(?P<v>[^\s'\",;]{4,1000})"
+        ),
+        group="v",
+    ),
+    _Rule(
+        "key-value",
+        (
+            "password",
+            "passwd",
+            "secret",
+            "token",
+            "api_key",
+            "apikey",
+            "api-key",
+            "access_key",
+            "private_key",
+        ),
+        re.compile(
+            r"(?i)(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
+            r"client[_-]?secret)['\"]?\s{0,3}[=:]\s{0,3}['\"]?"
+            r"(?P<v>[A-Za-z0-9_./+=~!#%^&()\[\]-]{8,1000})"
+        ),
+        group="v",
+    ),
 )
 
 
@@ -133,7 +206,8 @@ def _replacer(rule: _Rule) -> Callable[[re.Match[str]], str]:
         start, end = m.span(rule.group)
         whole = m.group(0)
         base = m.start(0)
-        return whole[: start - base] + REDACTED + whole[end - base:]
+        return whole[: start - base] + REDACTED + whole[end - base :]
+
     return repl
 
 

@@ -1,4 +1,4 @@
-"""Parse vLLM's `collect_env.py` output (both layouts) into facts, instead of matching it as log text.
+"""Parse vLLM's `collect_env.py` output (both layouts) into facts rather than matching it as a log.
 
 Old layout: `Key: value` lines derived from PyTorch's script. New layout (mid-2025 on): banner
 sections (`=====` / title / `=====`) with `Key<spaces>: value`. Both may lose indentation or tabs
@@ -24,8 +24,9 @@ _TOPO_ROW = re.compile(r"^\s*GPU(\d{1,3})\s+(.{1,2000})$")
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 
 PLACEHOLDER = re.compile(r"Your output of `?python collect_env\.py`? here", re.IGNORECASE)
-SCRIPT_SOURCE = re.compile(r"^\s*(?:def get_env_info\(|import subprocess|SystemEnv = namedtuple)",
-                           re.MULTILINE)
+SCRIPT_SOURCE = re.compile(
+    r"^\s*(?:def get_env_info\(|import subprocess|SystemEnv = namedtuple)", re.MULTILINE
+)
 
 # Key (lower-case, colon-free) -> fact name.
 _KEYS = {
@@ -52,18 +53,45 @@ _KEYS = {
     "vllm version": "vllm_version",
     "vllm build flags": "vllm_build_flags",
 }
-_CONTINUED = {"gpu models and configuration", "cudnn version", "vllm build flags", "gpu topology",
-              "environment variables"}
-_WATCHED_PACKAGES = ("torch", "transformers", "triton", "flashinfer", "flashinfer-python", "vllm",
-                     "nvidia-nccl-cu12", "nvidia-nccl-cu13", "numpy", "xformers", "sglang",
-                     "pytorch-triton-rocm", "lmcache", "nixl")
+_CONTINUED = {
+    "gpu models and configuration",
+    "cudnn version",
+    "vllm build flags",
+    "gpu topology",
+    "environment variables",
+}
+_WATCHED_PACKAGES = (
+    "torch",
+    "transformers",
+    "triton",
+    "flashinfer",
+    "flashinfer-python",
+    "vllm",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+    "numpy",
+    "xformers",
+    "sglang",
+    "pytorch-triton-rocm",
+    "lmcache",
+    "nixl",
+)
 
 
 def looks_like_collect_env(text: str) -> bool:
     """True when text carries collect_env output (or its placeholder, or the script's source)."""
-    hits = sum(k in text for k in ("PyTorch version", "vLLM Version", "Is CUDA available",
-                                   "Nvidia driver version", "GPU models and configuration",
-                                   "Versions of relevant libraries", "collect_env"))
+    hits = sum(
+        k in text
+        for k in (
+            "PyTorch version",
+            "vLLM Version",
+            "Is CUDA available",
+            "Nvidia driver version",
+            "GPU models and configuration",
+            "Versions of relevant libraries",
+            "collect_env",
+        )
+    )
     return hits >= 2 or bool(PLACEHOLDER.search(text))
 
 
@@ -73,8 +101,10 @@ def parse_collect_env(text: str) -> dict[str, Any]:
     Always present: `placeholder` (the template's placeholder left in place), `script_pasted`
     (the script's source instead of its output)."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    facts: dict[str, Any] = {"placeholder": bool(PLACEHOLDER.search(text)),
-                             "script_pasted": bool(SCRIPT_SOURCE.search(text))}
+    facts: dict[str, Any] = {
+        "placeholder": bool(PLACEHOLDER.search(text)),
+        "script_pasted": bool(SCRIPT_SOURCE.search(text)),
+    }
     gpus: list[dict[str, Any]] = []
     packages: dict[str, str] = {}
     env: dict[str, str] = {}
@@ -111,8 +141,9 @@ def parse_collect_env(text: str) -> dict[str, Any]:
             key = kv.group(1).strip().lower()
             value = kv.group(2).strip()
             if current == "vllm build flags" and key not in _KEYS and key not in _CONTINUED:
-                facts["vllm_build_flags"] = (str(facts.get("vllm_build_flags", "")) + " "
-                                             + line.strip()).strip()
+                facts["vllm_build_flags"] = (
+                    str(facts.get("vllm_build_flags", "")) + " " + line.strip()
+                ).strip()
                 continue
             current = key if key in _CONTINUED else None
             inline_gpu = _GPU_LINE.match(value) if key == "gpu models and configuration" else None
@@ -122,7 +153,9 @@ def parse_collect_env(text: str) -> dict[str, Any]:
                 facts.setdefault(_KEYS[key], value)
             continue
         if current == "vllm build flags":
-            facts["vllm_build_flags"] = (str(facts.get("vllm_build_flags", "")) + " " + line.strip()).strip()
+            facts["vllm_build_flags"] = (
+                str(facts.get("vllm_build_flags", "")) + " " + line.strip()
+            ).strip()
     if gpus:
         facts["gpus"] = gpus
         facts["gpu_count"] = len(gpus)

@@ -51,7 +51,9 @@ class Diagnosis:
         return bool(self.report.hypotheses or self.report.unrecognized)
 
 
-def run_engine(engine: Engine, texts: Sequence[TextInput], files: Sequence[tuple[str, Path]] = ()) -> Report:
+def run_engine(
+    engine: Engine, texts: Sequence[TextInput], files: Sequence[tuple[str, Path]] = ()
+) -> Report:
     """Triage in-memory texts (redacted first) and files, as `Engine.run` does for paths."""
     matcher = engine.new_matcher()
     sources: list[Source] = []
@@ -63,8 +65,12 @@ def run_engine(engine: Engine, texts: Sequence[TextInput], files: Sequence[tuple
     items.extend((name, path, None, 1) for name, path in files)
     for name, path, data, first in items:
         try:
-            source, segments = read_source(name, path, stdin=io.BytesIO(data) if data is not None else None,
-                                           max_decompressed=engine.options.max_decompressed)
+            source, segments = read_source(
+                name,
+                path,
+                stdin=io.BytesIO(data) if data is not None else None,
+                max_decompressed=engine.options.max_decompressed,
+            )
         except InputError:
             sources.append(Source(name=name, path=path, skipped="unreadable"))
             continue
@@ -85,8 +91,11 @@ def run_engine(engine: Engine, texts: Sequence[TextInput], files: Sequence[tuple
 
 def _sample(data: bytes, name: str, first_line: int) -> list[Line]:
     head = data[: 1 << 16].decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
-    return [frame_line(Line(input=name, number=first_line + i, raw=raw))
-            for i, raw in enumerate(head.split("\n")[:200]) if raw.strip()]
+    return [
+        frame_line(Line(input=name, number=first_line + i, raw=raw))
+        for i, raw in enumerate(head.split("\n")[:200])
+        if raw.strip()
+    ]
 
 
 def redact_obj(obj: Any) -> Any:
@@ -126,28 +135,44 @@ def env_asks(parsed: ParsedIssue | None, env: dict[str, Any]) -> list[str]:
         return []
     asks: list[str] = []
     if env.get("placeholder"):
-        asks.append("the output of `python collect_env.py` (the template's placeholder is still there)")
+        asks.append(
+            "the output of `python collect_env.py` (the template's placeholder is still there)"
+        )
     elif env.get("script_pasted"):
-        asks.append("the *output* of `python collect_env.py` (the script's source was pasted instead)")
+        asks.append(
+            "the *output* of `python collect_env.py` (the script's source was pasted instead)"
+        )
     elif not parsed.env_section:
         asks.append("the output of `python collect_env.py` (versions, GPUs and topology)")
     if not parsed.blocks and not parsed.attachments:
         if parsed.images:
             asks.append("the log as text in a fenced code block (screenshots cannot be read)")
         else:
-            asks.append("the complete server log, pasted in a fenced code block or attached as a .log file")
+            asks.append(
+                "the complete server log, pasted in a fenced code block or attached as a .log file"
+            )
     return asks
 
 
-def diagnose(engine: Engine, texts: Sequence[TextInput], *, key: str = "local", env_text: str = "",
-             parsed: ParsedIssue | None = None, files: Sequence[tuple[str, Path]] = (),
-             extra_facts: dict[str, Any] | None = None, limit: int = COMMENT_LIMIT) -> Diagnosis:
+def diagnose(
+    engine: Engine,
+    texts: Sequence[TextInput],
+    *,
+    key: str = "local",
+    env_text: str = "",
+    parsed: ParsedIssue | None = None,
+    files: Sequence[tuple[str, Path]] = (),
+    extra_facts: dict[str, Any] | None = None,
+    limit: int = COMMENT_LIMIT,
+) -> Diagnosis:
     """Triage texts (plus the parsed environment) and render the comment with its marker."""
     env = parse_collect_env(env_text) if env_text.strip() else {}
     inputs = list(texts)
     env_lines = fact_lines(env)
     if env_lines:
-        inputs.append(TextInput(name="collect_env (parsed facts)", text="\n".join(env_lines) + "\n"))
+        inputs.append(
+            TextInput(name="collect_env (parsed facts)", text="\n".join(env_lines) + "\n")
+        )
     report = run_engine(engine, inputs, files)
     if env:
         report.facts["environment"] = redact_obj({k: v for k, v in env.items() if k != "env"})

@@ -42,8 +42,9 @@ class Comment:
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
-                         headers: Any, newurl: str) -> None:
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
         return None
 
 
@@ -53,10 +54,18 @@ class Forge:
     kind = "forge"
     page_size = 50
 
-    def __init__(self, api_url: str, token: str, *, limiter: WriteLimiter | None = None,
-                 sleep: Callable[[float], None] = time.sleep, timeout: float = 20.0,
-                 max_retries: int = 3, max_backoff: float = 120.0,
-                 attachment_hosts: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        token: str,
+        *,
+        limiter: WriteLimiter | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        timeout: float = 20.0,
+        max_retries: int = 3,
+        max_backoff: float = 120.0,
+        attachment_hosts: set[str] | None = None,
+    ) -> None:
         self.api_url = api_url.rstrip("/")
         self._token = token
         self.limiter = limiter or WriteLimiter()
@@ -110,7 +119,7 @@ class Forge:
             except (urllib.error.URLError, TimeoutError, OSError) as exc:
                 if attempt == self.max_retries:
                     raise ForgeError(0, f"{method} {path}: {exc}") from None
-                self.sleep(min(2.0 ** attempt, self.max_backoff))
+                self.sleep(min(2.0**attempt, self.max_backoff))
         raise ForgeError(0, f"{method} {path}: retries exhausted")  # pragma: no cover
 
     def _retry_after(self, exc: urllib.error.HTTPError) -> float | None:
@@ -128,8 +137,10 @@ class Forge:
                 return min(30.0, self.max_backoff)
         if headers and headers.get("x-ratelimit-remaining") == "0":
             try:
-                return min(max(float(headers.get("x-ratelimit-reset", "0")) - time.time(), 0.0) + 1,
-                           self.max_backoff)
+                return min(
+                    max(float(headers.get("x-ratelimit-reset", "0")) - time.time(), 0.0) + 1,
+                    self.max_backoff,
+                )
             except ValueError:
                 return min(60.0, self.max_backoff)
         return 60.0 if exc.code == 429 else None
@@ -138,8 +149,10 @@ class Forge:
     def list_comments(self, repo: str, number: int) -> list[Comment]:
         out: list[Comment] = []
         for page in range(1, 101):
-            items = self.request("GET", f"/repos/{_repo(repo)}/issues/{int(number)}/comments?"
-                                 + self._page_query(page))
+            items = self.request(
+                "GET",
+                f"/repos/{_repo(repo)}/issues/{int(number)}/comments?" + self._page_query(page),
+            )
             if not isinstance(items, list):
                 break
             out.extend(_comment(c) for c in items if isinstance(c, dict))
@@ -148,12 +161,15 @@ class Forge:
         return out
 
     def create_comment(self, repo: str, number: int, body: str) -> Comment:
-        got = self.request("POST", f"/repos/{_repo(repo)}/issues/{int(number)}/comments", {"body": body})
+        got = self.request(
+            "POST", f"/repos/{_repo(repo)}/issues/{int(number)}/comments", {"body": body}
+        )
         return _comment(got if isinstance(got, dict) else {})
 
     def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment:
-        got = self.request("PATCH", f"/repos/{_repo(repo)}/issues/comments/{int(comment_id)}",
-                           {"body": body})
+        got = self.request(
+            "PATCH", f"/repos/{_repo(repo)}/issues/comments/{int(comment_id)}", {"body": body}
+        )
         return _comment(got if isinstance(got, dict) else {})
 
     def whoami(self) -> str:
@@ -220,5 +236,9 @@ def _repo(repo: str) -> str:
 def _comment(raw: dict[str, Any]) -> Comment:
     user = raw.get("user") if isinstance(raw.get("user"), dict) else {}
     assert isinstance(user, dict)
-    return Comment(id=int(raw.get("id", 0) or 0), body=str(raw.get("body") or ""),
-                   author=str(user.get("login", "")), author_type=str(user.get("type", "User")))
+    return Comment(
+        id=int(raw.get("id", 0) or 0),
+        body=str(raw.get("body") or ""),
+        author=str(user.get("login", "")),
+        author_type=str(user.get("type", "User")),
+    )

@@ -69,7 +69,7 @@ class _Open:
 
 def _attachment_ok(url: str) -> bool:
     name = url.rsplit("/", 1)[-1].lower()
-    # Named text files, or opaque ids (Gitea/Forgejo attachment UUIDs): binaries are dropped on fetch.
+    # Named text files, or opaque ids (Gitea/Forgejo attachment UUIDs); binaries dropped on fetch.
     return name.endswith((".log", ".txt", ".out", ".err")) or "." not in name
 
 
@@ -98,14 +98,20 @@ def parse_issue(body: str, *, label: str = "issue") -> ParsedIssue:
             out.env_text += content + "\n"
             return
         counter += 1
-        out.blocks.append(Block(name=f"{label} block {counter}", text=content, first_line=block.start))
+        out.blocks.append(
+            Block(name=f"{label} block {counter}", text=content, first_line=block.start)
+        )
 
     for number, line in enumerate(lines, start=1):
         if current is not None:
             if current.kind == "fence":
                 stripped = line.strip()
-                if (stripped and set(stripped) == {current.fence[0]}
-                        and len(stripped) >= len(current.fence) and len(line) - len(line.lstrip()) <= 3):
+                if (
+                    stripped
+                    and set(stripped) == {current.fence[0]}
+                    and len(stripped) >= len(current.fence)
+                    and len(line) - len(line.lstrip()) <= 3
+                ):
                     close(current)
                     current = None
                     continue
@@ -140,9 +146,11 @@ def parse_issue(body: str, *, label: str = "issue") -> ParsedIssue:
             out.env_section = True
         pre = _PRE_OPEN.search(line)
         if pre:
-            rest = line[pre.end():]
+            rest = line[pre.end() :]
             close_pre = _PRE_CLOSE.search(rest)
-            block = _Open("pre", number, env=in_env, lines=[rest[: close_pre.start()] if close_pre else rest])
+            block = _Open(
+                "pre", number, env=in_env, lines=[rest[: close_pre.start()] if close_pre else rest]
+            )
             if close_pre:
                 close(block)
             else:

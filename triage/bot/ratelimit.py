@@ -18,9 +18,15 @@ class RateLimited(Exception):
 
 
 class WriteLimiter:
-    def __init__(self, per_minute: int = 20, per_hour: int = 300, *, max_wait: float = 120.0,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        per_minute: int = 20,
+        per_hour: int = 300,
+        *,
+        max_wait: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         if per_minute < 1 or per_hour < 1:
             raise ValueError("rate limits must be at least 1")
         self.windows = ((60.0, per_minute), (3600.0, per_hour))

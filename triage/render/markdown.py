@@ -36,7 +36,8 @@ _BACKTICK_RUN = re.compile(r"`+")
 
 def fenced(lines: Sequence[str], info: str = "text") -> list[str]:
     """A fenced code block whose fence is longer than the longest backtick run inside it."""
-    longest = max((len(m.group()) for line in lines for m in _BACKTICK_RUN.finditer(line)), default=0)
+    runs = (len(m.group()) for line in lines for m in _BACKTICK_RUN.finditer(line))
+    longest = max(runs, default=0)
     fence = "`" * max(3, longest + 1)
     return [fence + info, *lines, fence]
 
@@ -44,8 +45,8 @@ def fenced(lines: Sequence[str], info: str = "text") -> list[str]:
 def verdict(report: Report) -> str:
     if not report.hypotheses:
         if report.unrecognized:
-            return (f"**triage:** no known failure matched; {len(report.unrecognized)} unrecognized "
-                    "error line(s) below.")
+            return (f"**triage:** no known failure matched; {len(report.unrecognized)} "
+                    "unrecognized error line(s) below.")
         return "**triage:** no known failure found in the log."
     top = report.hypotheses[0]
     return (f"**triage:** most likely **{escape_md(top.title)}** "
@@ -77,7 +78,8 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
         out.append("</details>")
         out.append("")
     if hyp.explains:
-        names = ", ".join(f"`{x.signature}` (lines {', '.join(map(str, x.lines[:6]))})" for x in hyp.explains)
+        names = ", ".join(f"`{x.signature}` (lines {', '.join(map(str, x.lines[:6]))})"
+                          for x in hyp.explains)
         out.append(f"This also explains: {names}.")
         out.append("")
     if hyp.fixes:
@@ -108,7 +110,8 @@ def needs_from_reporter(report: Report, extra: Sequence[str] = ()) -> list[str]:
             if d.ask and d.ask not in asks:
                 asks.append(d.ask)
     if not report.hypotheses or all(h.kind == "symptom" for h in report.hypotheses):
-        for default in ("the complete server log from the launch command on (not only the last traceback)",
+        for default in ("the complete server log from the launch command on "
+                        "(not only the last traceback)",
                         "the launch command or compose file",
                         "`dmesg -T` (or `journalctl -k`) around the time of the failure"):
             if default not in asks:
@@ -139,8 +142,7 @@ def _render(report: Report, evidence_lines: int, seen: dict[str, str], extra_ask
     if notes:
         parts.extend(notes)
         parts.append("")
-    for hyp in report.hypotheses[:5]:
-        parts.append(_hypothesis_block(hyp, evidence_lines, seen))
+    parts.extend(_hypothesis_block(hyp, evidence_lines, seen) for hyp in report.hypotheses[:5])
     if len(report.hypotheses) > 5:
         parts.append(f"_{len(report.hypotheses) - 5} lower-ranked hypothesis(es) not shown._\n")
     if report.unrecognized:
