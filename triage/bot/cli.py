@@ -292,13 +292,16 @@ def run(
         bool, typer.Option("--write/--no-write", help="Write triage.md and triage.json")
     ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing")] = False,
+    history_db: Annotated[
+        Path | None, typer.Option("--history-db", help="Record the (redacted) report here")
+    ] = None,
 ) -> None:
     """Triage one run directory (server log, launch command, client output, bench JSON, dmesg)."""
     from triage.bot.rundir import triage_run
 
     if not run_dir.is_dir():
         raise _fail(f"{run_dir}: not a directory")
-    result = triage_run(_engine(), run_dir, write=write)
+    result = triage_run(_engine(), run_dir, write=write, history_db=history_db)
     if not quiet:
         sys.stdout.write(result.diagnosis.markdown)
         for path in result.written:
@@ -327,6 +330,9 @@ def watch(
     token_env: Annotated[str, typer.Option("--token-env")] = "TRIAGE_FORGE_TOKEN",
     bot_login: Annotated[str, typer.Option("--bot-login")] = "",
     dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
+    history_db: Annotated[
+        Path | None, typer.Option("--history-db", help="Record each (redacted) report here")
+    ] = None,
 ) -> None:
     """Triage each run under ROOT that finishes with a failure (triage.md + triage.json)."""
     from triage.bot.rundir import RunResult
@@ -366,7 +372,12 @@ def watch(
             n(result)
 
     watcher = Watcher(
-        _engine(), root, settle=settle, notify=notify if notifiers else None, echo=typer.echo
+        _engine(),
+        root,
+        settle=settle,
+        notify=notify if notifiers else None,
+        echo=typer.echo,
+        history_db=history_db,
     )
     with contextlib.suppress(KeyboardInterrupt):
         watcher.run(interval=interval, once=once)

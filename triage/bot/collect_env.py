@@ -25,7 +25,7 @@ _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", r
 
 PLACEHOLDER = re.compile(r"Your output of `?python collect_env\.py`? here", re.IGNORECASE)
 SCRIPT_SOURCE = re.compile(
-    r"^\s*(?:def get_env_info\(|import subprocess|SystemEnv = namedtuple)", re.MULTILINE
+    r"^\s*(?:def get_env_info\(|def get_pretty_env_info\(|SystemEnv = namedtuple)", re.MULTILINE
 )
 
 # Key (lower-case, colon-free) -> fact name.

@@ -114,6 +114,36 @@ def report_json(report: Report) -> str:
     return json.dumps(redact_obj(report.to_json_dict()), indent=2, ensure_ascii=False) + "\n"
 
 
+def redacted_report(report: Report) -> Report:
+    """A copy of the report with every string redacted: the only form that is ever stored."""
+    return Report.model_validate(redact_obj(report.to_json_dict()))
+
+
+def history_seen(db_path: Path | None, report: Report) -> dict[str, str]:
+    """ "seen N times ..." per signature from the history database, when there is one."""
+    if db_path is None:
+        return {}
+    try:
+        from triage.history import seen_summary
+    except ImportError:  # a build without the history module
+        return {}
+    try:
+        return seen_summary(db_path, [h.signature for h in report.hypotheses])
+    except Exception:  # a damaged history never stops a triage
+        return {}
+
+
+def record_history(db_path: Path | None, report: Report, run_id: str | None = None) -> int | None:
+    """Store the redacted report in the history database; None when there is none."""
+    if db_path is None:
+        return None
+    try:
+        from triage.history import record_run
+    except ImportError:
+        return None
+    return record_run(redacted_report(report), db_path, run_id=run_id)
+
+
 def verdict_digest(report: Report, asks: Sequence[str]) -> str:
     """A short digest of what the comment says: changes only when the verdict does."""
     key = {
@@ -164,6 +194,7 @@ def diagnose(
     files: Sequence[tuple[str, Path]] = (),
     extra_facts: dict[str, Any] | None = None,
     limit: int = COMMENT_LIMIT,
+    history_db: Path | None = None,
 ) -> Diagnosis:
     """Triage texts (plus the parsed environment) and render the comment with its marker."""
     env = parse_collect_env(env_text) if env_text.strip() else {}
@@ -180,5 +211,9 @@ def diagnose(
         report.facts.update(redact_obj(extra_facts))
     asks = env_asks(parsed, env)
     digest = verdict_digest(report, asks)
-    markdown = render_markdown(report, limit=limit, asks=asks, marker=marker(key, digest))
+    seen = history_seen(history_db, report)
+    markdown = render_markdown(
+        report, limit=limit, asks=asks, marker=marker(key, digest), seen=seen
+    )
+    record_history(history_db, report, run_id=key)
     return Diagnosis(report=report, markdown=markdown, digest=digest, asks=asks)

@@ -10,6 +10,7 @@ forge's own hosts, size-capped, and dropped when they are not text.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -21,6 +22,7 @@ from typing import Any
 from triage.bot.ratelimit import WriteLimiter
 
 USER_AGENT = "triage-bot/1"
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 MAX_ATTACHMENT = 8 << 20
 MAX_RESPONSE = 32 << 20
 
@@ -228,9 +230,9 @@ def make_forge(kind: str, api_url: str, token: str, **kw: Any) -> Forge:
 
 def _repo(repo: str) -> str:
     owner, _, name = repo.partition("/")
-    if not owner or not name or "/" in name:
+    if not all(_NAME.fullmatch(part) and part.strip(".") for part in (owner, name)):
         raise ValueError(f"repository must be owner/name, got {repo!r}")
-    return urllib.parse.quote(owner, safe="") + "/" + urllib.parse.quote(name, safe="")
+    return f"{owner}/{name}"
 
 
 def _comment(raw: dict[str, Any]) -> Comment:

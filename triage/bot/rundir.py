@@ -101,7 +101,9 @@ def bench_summary(data: Any) -> tuple[dict[str, Any], list[str]]:
     return summary, errors[:200]
 
 
-def triage_run(engine: Engine, run_dir: Path, *, write: bool = True) -> RunResult:
+def triage_run(
+    engine: Engine, run_dir: Path, *, write: bool = True, history_db: Path | None = None
+) -> RunResult:
     """Triage one run directory; write `triage.md` and `triage.json` into it when `write`."""
     run_dir = run_dir.resolve()
     files: list[tuple[str, Path]] = []
@@ -142,7 +144,12 @@ def triage_run(engine: Engine, run_dir: Path, *, write: bool = True) -> RunResul
     if exit_code is not None:
         facts["exit_code"] = exit_code
     diag = diagnose(
-        engine, texts, key=f"run:{run_dir.name}", files=files, extra_facts={"run": facts}
+        engine,
+        texts,
+        key=f"run:{run_dir.name}",
+        files=files,
+        extra_facts={"run": facts},
+        history_db=history_db,
     )
     bench_failed = any(
         (isinstance(s.get("failed"), int) and s["failed"] > 0)

@@ -92,6 +92,7 @@ class Watcher:
         settle: float = 60.0,
         notify: Callable[[RunResult], None] | None = None,
         echo: Callable[[str], None] = print,
+        history_db: Path | None = None,
     ) -> None:
         self.engine = engine
         self.root = root
@@ -99,6 +100,7 @@ class Watcher:
         self.notify = notify
         self.echo = echo
         self.done: dict[Path, float] = {}
+        self.history_db = history_db
 
     def scan_once(self) -> list[RunResult]:
         """Triage every finished run not seen in its current state; returns the failed ones."""
@@ -111,7 +113,7 @@ class Watcher:
             if out.is_file() and out.stat().st_mtime >= stamp:
                 self.done[run] = stamp
                 continue
-            result = triage_run(self.engine, run, write=False)
+            result = triage_run(self.engine, run, write=False, history_db=self.history_db)
             self.done[run] = stamp
             if not result.failed:
                 continue

@@ -137,10 +137,14 @@ class WebhookServer:
         return f"http://{host!s}:{port}"
 
     def start(self) -> None:
-        for target in (self.httpd.serve_forever, self._work):
-            t = threading.Thread(target=target, daemon=True)
-            t.start()
-            self._threads.append(t)
+        serve = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+        serve.start()
+        self._threads.append(serve)
+        worker = threading.Thread(target=self._work, daemon=True)
+        worker.start()
+        self._threads.append(worker)
 
     def stop(self) -> None:
         self.httpd.shutdown()

@@ -1,7 +1,10 @@
 """Trigger real PyTorch / CUDA / Triton failures, each in its own subprocess, and save their output.
 
 Usage: python corpus/engine/repro/repro_cuda.py OUTDIR
-Each case writes OUTDIR/<name>.log (stdout and stderr of a fresh interpreter). Cases that need a
+Each case writes OUTDIR/<name>.log (stdout and stderr of a fresh interpreter).
+Run on NVIDIA H200 / torch 2.11.0+cu130 / Triton 3.6.0 with the first version (cases passed with -c):
+the Triton cases (illegal access, misaligned address, shared memory, compilation error) then failed
+before launching and were not saved; this version runs each case from a file and was not re-run. Cases that need a
 second GPU are skipped on one-GPU machines. Nothing here is a test: the point is the real text.
 """
 
@@ -315,8 +318,13 @@ def main() -> int:
         if only and name not in only:
             continue
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # Triton's @jit needs its source in a real file (python -c fails with "@jit functions
+        # should be defined in a Python file"), so every case runs from a temporary script.
+        script = os.path.join(out, f"_{name}.py")
+        with open(script, "w") as fh:
+            fh.write(textwrap.dedent(code))
         try:
-            r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+            r = subprocess.run([sys.executable, script], capture_output=True,
                                text=True, timeout=120, env=env)
             text = r.stdout + r.stderr + f"\n[exit code {r.returncode}]\n"
         except subprocess.TimeoutExpired as e:
