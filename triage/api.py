@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from triage.events import SALIENT_PATTERNS, group_tracebacks, unexplained
-from triage.facts import FACT_PATTERNS, collect_facts
+from triage.facts import FACT_PATTERNS, STATS_PATTERN, collect_facts
 from triage.frame import detect_format, frame_line
 from triage.kb.schema import Signature
 from triage.match import Matcher, build_table
@@ -46,6 +46,8 @@ class RunOptions:
     chunk_size: int = CHUNK_SIZE
     max_decompressed: int = MAX_DECOMPRESSED
     engine: str | None = None
+    stats: bool = False  # also read vLLM's periodic stats lines into facts["stats"]
+    jobs: int = 1  # worker processes for large regular files (byte ranges, merged in order)
 
 
 class Engine:
@@ -54,7 +56,8 @@ class Engine:
     def __init__(self, kb: KnowledgeBase, options: RunOptions | None = None) -> None:
         self.kb = kb
         self.options = options or RunOptions()
-        self.table = build_table(kb.signatures, FACT_PATTERNS, SALIENT_PATTERNS)
+        facts = FACT_PATTERNS + ((STATS_PATTERN,) if self.options.stats else ())
+        self.table = build_table(kb.signatures, facts, SALIENT_PATTERNS)
         self._engine_name = self.options.engine
 
     def new_matcher(self) -> Matcher:
@@ -81,6 +84,13 @@ class Engine:
                 continue
             sources.append(source)
             digest = hashlib.sha256()
+            if self.options.jobs > 1 and path is not None and _splittable(path):
+                from triage.parallel import scan_parallel
+
+                samples[name] = _sample(_head(path), name, 1)
+                scan_parallel(self, matcher, source, path, self.options.jobs)
+                digests[name] = ""
+                continue
             try:
                 for seg in segments:
                     digest.update(seg.data)
@@ -145,6 +155,26 @@ class Engine:
             skipped=skipped,
             engine=matcher.engine,
         )
+
+
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _splittable(path: Path) -> bool:
+    """A large, regular, uncompressed file: worth cutting into byte ranges for several workers."""
+    try:
+        if not path.is_file() or path.stat().st_size < PARALLEL_MIN_BYTES:
+            return False
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return False
+    return head[:2] != b"\x1f\x8b" and head != b"\x28\xb5\x2f\xfd"
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return fh.read(1 << 16)
 
 
 def _sample(data: bytes, name: str, first_line: int) -> list[Line]:

@@ -84,6 +84,7 @@ def triage_command(
     color: Annotated[Optional[bool], typer.Option("--color/--no-color", help="Force colour on or off")] = None,
     engine: Annotated[Optional[str], typer.Option("--engine", help="Scanner: hyperscan, re2 or re")] = None,
     signatures: Annotated[Optional[Path], typer.Option("--signatures", help="Signature directory")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=64, help="Worker processes for large files")] = 1,
     max_decompressed_mib: Annotated[int, typer.Option("--max-decompressed", help="Limit for .gz/.zst input, MiB")] = 4096,
     no_history: Annotated[bool, typer.Option("--no-history", help="Do not record this run in the history database")] = False,
     db: Annotated[Optional[Path], typer.Option("--db", envvar="TRIAGE_DB", help="History database (default: user data dir)")] = None,
@@ -100,7 +101,7 @@ def triage_command(
         raise _fail("no input: give a log file, a directory, or pipe a log on stdin (see --help)")
     try:
         kb = load_kb(signatures)
-        eng = Engine(kb, RunOptions(engine=engine, max_decompressed=max_decompressed_mib << 20))
+        eng = Engine(kb, RunOptions(engine=engine, max_decompressed=max_decompressed_mib << 20, jobs=jobs))
         report = eng.run(args)
     except InputError as exc:
         raise _fail(str(exc)) from None

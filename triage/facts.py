@@ -36,7 +36,6 @@ FACT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("nccl_version", r"NCCL version (?P<v>[0-9]+\.[0-9]+\.[0-9]+)"),
     ("ready", r"(?P<v>Application startup complete|The server is fired up and ready to roll)"),
     ("sglang_version", r"sglang(?:==|\s+version\s*:?\s*|: )(?P<v>[0-9]+\.[0-9]+\.[0-9]+\S*)"),
-    ("stats", r"Avg prompt throughput: (?P<prompt_tps>[0-9.]+) tokens/s, Avg generation throughput: (?P<gen_tps>[0-9.]+) tokens/s"),
     ("torch_version", r"(?:PyTorch version|torch==|torch version)\s*:?\s*(?P<v>[0-9]+\.[0-9]+\.[0-9]+)"),
     ("vllm_version", r"vLLM API server version (?P<v>[0-9][0-9A-Za-z.+-]*)"),
     ("vllm_version", r"LLM engine \(v(?P<v>[0-9][0-9A-Za-z.+-]*)\)"),
@@ -44,6 +43,10 @@ FACT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("vllm_version", r"vllm==(?P<v>[0-9][0-9A-Za-z.+-]*)"),
     # keep-sorted end
 )
+
+# The periodic stats line: one per 10 s per engine, so it is scanned only when a time series is
+# wanted (run directories, benchmarks: RunOptions(stats=True)), not on every triage.
+STATS_PATTERN = ("stats", r"Avg prompt throughput: (?P<prompt_tps>[0-9.]+) tokens/s, Avg generation throughput: (?P<gen_tps>[0-9.]+) tokens/s")
 
 _STATS_FIELDS = re.compile(
     r"(?P<key>Running|Waiting|Swapped|Pending|GPU KV cache usage|Prefix cache hit rate|CPU KV cache usage)"

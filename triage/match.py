@@ -9,7 +9,7 @@ plus the number of candidate lines, never lines x patterns.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +23,10 @@ from triage.scanners import Scanner, make_scanner
 # Per pattern, the confirmed hits kept in full; beyond that only counted (bounded memory on logs
 # where one error repeats a million times).
 KEEP_HITS_PER_PATTERN = 200
+# Supporting and differential-evidence candidates are confirmed only for signatures that have a
+# decisive hit: until then the most recent ones wait here, raw and unframed (bounded per signature).
+PENDING_PER_SIGNATURE = 64
+MAX_PENDING_LINE = 64 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,11 @@ class Matcher:
         self.scanner: Scanner = make_scanner(table.patterns, engine)
         self.result = MatchResult()
         self.kinds_seen: set[str] = set()
+        self._decided: set[str] = set()  # signatures with a confirmed decisive hit
+        self._pending: dict[str, deque[tuple[str, int, bytes, list[int]]]] = {}
+        self._eager = [
+            not (r.kind == "diff" or (r.kind == "sig" and r.role == "supporting")) for r in table.refs
+        ]
 
     @property
     def engine(self) -> str:
@@ -92,14 +101,32 @@ class Matcher:
         if not raw_hits:
             return
         by_line = _locate(segment.data, raw_hits)
+        refs = self.table.refs
         for (start, end, number_offset), pattern_ids in by_line:
-            line = Line(
-                input=segment.input,
-                number=segment.first_line + number_offset,
-                raw=segment.data[start:end].decode("utf-8", "replace"),
-            )
+            eager = [pid for pid in pattern_ids
+                     if self._eager[pid] or refs[pid].owner in self._decided]
+            number = segment.first_line + number_offset
+            if len(eager) < len(pattern_ids):
+                waiting = [pid for pid in pattern_ids if pid not in eager]
+                raw = segment.data[start:min(end, start + MAX_PENDING_LINE)]
+                for owner in {refs[pid].owner for pid in waiting}:
+                    queue = self._pending.setdefault(owner, deque(maxlen=PENDING_PER_SIGNATURE))
+                    queue.append((segment.input, number, raw,
+                                  [pid for pid in waiting if refs[pid].owner == owner]))
+            if not eager:
+                continue
+            line = Line(input=segment.input, number=number,
+                        raw=segment.data[start:end].decode("utf-8", "replace"))
             frame_line(line)
-            self._confirm(line, sorted(pattern_ids))
+            self._confirm(line, sorted(eager))
+
+    def _release(self, owner: str) -> None:
+        """A decisive hit arrived: confirm the supporting candidates that waited for it."""
+        self._decided.add(owner)
+        for input_name, number, raw, pids in self._pending.pop(owner, ()):
+            line = Line(input=input_name, number=number, raw=raw.decode("utf-8", "replace"))
+            frame_line(line)
+            self._confirm(line, pids)
 
     def _confirm(self, line: Line, pattern_ids: Iterable[int]) -> None:
         text = line.text
@@ -137,6 +164,8 @@ class Matcher:
                 )
             )
             self.kinds_seen.add(ref.kind)
+            if ref.kind == "sig" and ref.role == "decisive" and ref.owner not in self._decided:
+                self._release(ref.owner)
 
     def _rejected_by_not(self, sig_id: str, text: str) -> bool:
         for regex in self.table.not_patterns.get(sig_id, ()):
@@ -153,10 +182,10 @@ def _locate(
 ) -> list[tuple[tuple[int, int, int], set[int]]]:
     """Group (end_offset, pattern) pairs by the line holding the match's last byte.
 
-    Returns ((line_start, line_end, line_index_in_segment), pattern ids) sorted by position."""
+    Returns ((line_start, line_end, line_index_in_segment), pattern ids) sorted by position.
+    Every search is bounded by the nearest LF, so the cost is linear in the segment."""
     raw_hits.sort()
     out: list[tuple[tuple[int, int, int], set[int]]] = []
-    current_start = -1
     current_ids: set[int] = set()
     current_key: tuple[int, int, int] | None = None
     counted_to = 0
@@ -166,20 +195,21 @@ def _locate(
         p = min(max(end - 1, 0), n - 1) if n else 0
         while p > 0 and data[p] in (10, 13):  # a match that ends on a line break belongs before it
             p -= 1
-        if current_key is not None and current_start <= p < current_key[1]:
+        if current_key is not None and current_key[0] <= p < current_key[1]:
             current_ids.add(pid)
             continue
-        start = max(data.rfind(b"\n", 0, p + 1 if data[p] not in (10, 13) else p),
-                    data.rfind(b"\r", 0, p + 1 if data[p] not in (10, 13) else p)) + 1
-        lf = data.find(b"\n", start)
-        cr = data.find(b"\r", start)
-        ends = [x for x in (lf, cr) if x >= 0]
-        line_end = min(ends) if ends else n
+        lf = data.rfind(b"\n", 0, p + 1)
+        cr = data.rfind(b"\r", lf + 1, p + 1)
+        start = max(lf, cr) + 1
+        next_lf = data.find(b"\n", p)
+        if next_lf < 0:
+            next_lf = n
+        next_cr = data.find(b"\r", start, next_lf)
+        line_end = next_cr if next_cr >= 0 else next_lf
         if current_key is not None:
             out.append((current_key, current_ids))
         line_index += count_breaks(data[counted_to:start])
         counted_to = start
-        current_start = start
         current_key = (start, line_end, line_index)
         current_ids = {pid}
     if current_key is not None:

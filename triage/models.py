@@ -117,6 +117,8 @@ class Hypothesis(_Model):
     differential: list[DifferentialOut] = Field(default_factory=list)
     applicability: str | None = None  # why the score was lowered for versions/hardware, if it was
     explain: list[str] = Field(default_factory=list)  # score terms, shown by --explain
+    # signatures that fired on exactly the same lines but scored lower (one family, one cause)
+    alternatives: list[str] = Field(default_factory=list)
 
 
 class Unrecognized(_Model):

@@ -14,6 +14,7 @@ from typing import Any
 
 from triage.events import Evidence, fold_evidence
 from triage.facts import condition_holds, parse_version
+from triage.textutil import mask
 from triage.kb.schema import Signature, VersionRange
 from triage.models import (
     DifferentialOut,
@@ -149,9 +150,11 @@ def score(cand: Candidate, facts: dict[str, Any]) -> None:
         cand.add(LAYER_BONUS[sig.layer], f"{sig.layer} layer is read first")
     if sig.priority != 50:
         cand.add((sig.priority - 50) / 250, f"priority {sig.priority}")
-    patterns = {h.pattern_index for h in cand.decisive}
-    if len(patterns) > 1:
-        cand.add(min(0.1, 0.05 * (len(patterns) - 1)), f"{len(patterns)} distinct decisive patterns")
+    # corroboration: different decisive messages (not the same line matched twice, nor one message
+    # repeated by every rank)
+    messages = {mask(h.line.message or h.line.text) for h in cand.decisive}
+    if len(messages) > 1:
+        cand.add(min(0.1, 0.05 * (len(messages) - 1)), f"{len(messages)} distinct decisive lines")
     if cand.supporting:
         cand.add(0.08, f"{len(cand.supporting)} supporting line(s)")
     if not all(h.confirmed for h in cand.decisive):
@@ -197,8 +200,10 @@ def rank(signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str,
         score(cand, facts)
     causes = [c for c in cands if c.sig.kind != "symptom" and c.sig.severity == "error"]
     if causes:
-        earliest = min(causes, key=lambda c: c.first)
-        earliest.add(0.04, "the first fatal error in the input")
+        earliest = min(c.first for c in causes)
+        for cause in causes:
+            if cause.first == earliest:  # ties (several signatures on one line) share the bonus
+                cause.add(0.04, "the first fatal error in the input")
     # implicit: a symptom nobody claimed goes under the best-ranked error cause of the same input
     # (vLLM logs "EngineCore failed to start" just before the traceback that holds the cause)
     ordered = sorted(cands, key=lambda c: (-c.score, c.first))
@@ -217,9 +222,23 @@ def rank(signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str,
                      "explains " + ", ".join(c.sig.id for c in cand.explains))
     top = [c for c in ordered if c.explained_by is None]
     top.sort(key=lambda c: (-round(c.score, 6), c.first))
+    # Several signatures of one family on the very same lines (the generic CUDA OOM and its
+    # situation-specific variants): the best-scored one leads, the others become its alternatives.
+    alternatives: dict[str, list[str]] = defaultdict(list)
+    kept: list[Candidate] = []
+    for cand in top:
+        lines = {(h.line.input, h.line.number) for h in cand.decisive}
+        leader = next((k for k in kept if k.sig.layer == cand.sig.layer and not cand.supporting
+                       and lines <= {(h.line.input, h.line.number) for h in k.decisive}), None)
+        if leader is not None:
+            alternatives[leader.sig.id].append(cand.sig.id)
+            continue
+        kept.append(cand)
     out = []
-    for rank_no, cand in enumerate(top, start=1):
-        out.append(_hypothesis(rank_no, cand, facts))
+    for rank_no, cand in enumerate(kept, start=1):
+        hyp = _hypothesis(rank_no, cand, facts)
+        hyp.alternatives = alternatives.get(cand.sig.id, [])
+        out.append(hyp)
     return out
 
 

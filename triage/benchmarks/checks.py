@@ -28,7 +28,9 @@ class Thresholds:
     # Prompts shorter than this are not screened: their TTFT is dominated by fixed overheads.
     min_input_tokens: int = 1024
     # Request 0 (the warm-up's twin) is flagged when its TTFT per input token is below this
-    # fraction of the fastest other request of the point.
+    # fraction of the fastest other request of a one-at-a-time point. With concurrency the others
+    # queue behind it (request 1 legitimately waits one prefill chunk), so there the bar is
+    # `1 / bimodal_gap`: a cache hit is tens to hundreds of times faster, queueing is not.
     warmup_ratio: float = 0.5
     # Two TTFT groups this far apart (per input token) inside one point: a bimodal point.
     bimodal_gap: float = 10.0
@@ -78,7 +80,9 @@ def check_warmup_duplicate(p: Point, t: Thresholds) -> list[Finding]:
     if first_norm is None or not others:
         return []
     fastest_other, fastest_norm = min(others, key=lambda x: x[1])
-    if first_norm >= t.warmup_ratio * fastest_norm:
+    sequential = p.concurrency is not None and p.concurrency <= 1
+    ratio = t.warmup_ratio if sequential else 1.0 / t.bimodal_gap
+    if first_norm >= ratio * fastest_norm:
         return []
     return [Finding(
         "warmup-duplicate", "error", p.source, p.label, 0,
@@ -290,7 +294,8 @@ def check_cliffs(points: list[Point], t: Thresholds) -> list[Finding]:
                     {"from_point": a.label, "from_level": la, "to_level": lb,
                      "from_throughput": ta, "to_throughput": tb}, invalid=False))
             ma, mb = _median_ttft(a), _median_ttft(b)
-            if ma and mb and mb > ma * t.ttft_jump and lb / la <= 2.5:
+            # queueing alone grows TTFT roughly with the concurrency step; a cliff grows faster
+            if ma and mb and mb > ma * t.ttft_jump * max(1.0, lb / la / 2):
                 out.append(Finding(
                     "ttft-cliff", "warning", b.source, b.label, None,
                     f"median TTFT jumped {mb / ma:.0f}x ({ma:.3g} s -> {mb:.3g} s) going from "

@@ -59,7 +59,15 @@ def load(paths: list[str]) -> list[Point]:
     points: list[Point] = []
     for path in expand(paths):
         points.extend(parse_file(path))
-    return split_csv_points(points)
+    points = split_csv_points(points)
+    # vllm bench serve stamps each result with its start date (YYYYMMDD-HHMMSS): when every point
+    # has one, that is the order the server saw them in; otherwise the order given.
+    dates = [p.extra.get("date") for p in points]
+    if points and all(isinstance(d, str) and d for d in dates):
+        points.sort(key=lambda p: str(p.extra["date"]))
+    for i, p in enumerate(points):
+        p.order = i
+    return points
 
 
 def parse_file(path: Path) -> list[Point]:
@@ -200,6 +208,15 @@ def _parse_vllm_like(path: Path, label: str, doc: dict[str, Any]) -> Point:
             req.prompt_key = _digest(str(req.input_len), texts[i])
             req.key_kind = "output"
         point.requests.append(req)
+    # A greedy output identifies its prompt only if it is distinctive: degenerate outputs
+    # ("the the the ...") repeat across different prompts, so repeated ones are not used.
+    counts: dict[str, int] = {}
+    for req in point.requests:
+        if req.key_kind == "output" and req.prompt_key:
+            counts[req.prompt_key] = counts.get(req.prompt_key, 0) + 1
+    for req in point.requests:
+        if req.key_kind == "output" and req.prompt_key and counts[req.prompt_key] > 1:
+            req.prompt_key, req.key_kind = None, ""
     return point
 
 

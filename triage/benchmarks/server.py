@@ -67,9 +67,12 @@ def summarize_stats(stats: list[dict[str, Any]]) -> ServerSummary:
 
 def from_logs(paths: list[str]) -> ServerSummary:
     """Run the triage engine over server logs; summarise their stats lines and hypotheses."""
-    from triage.api import Engine, load_kb
+    from triage.api import Engine, RunOptions, load_kb
 
-    report = Engine(load_kb()).run(paths)
+    options = RunOptions()
+    if hasattr(options, "stats"):  # stats lines are scanned only on request
+        options.stats = True
+    report = Engine(load_kb(), options).run(paths)
     stats = report.facts.get("stats") or []
     summary = summarize_stats(stats if isinstance(stats, list) else [])
     summary.inputs = [i.name for i in report.inputs]

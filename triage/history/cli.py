@@ -355,11 +355,20 @@ def feedback(
             if top is None:
                 raise HistoryError(f"run {number} has no diagnosis: name it with --signature")
             sig, verdict, fix = top, "confirm", _fix_text(top, fixed_by or "")
+        if sig not in fired and not _known(sig):
+            raise HistoryError(f"unknown signature {sig!r} (see `triage kb search WORDS`)")
         query.add_feedback(conn, number, sig, verdict, fix=fix, note=note, user=user)
     where = "" if sig in fired else " (it did not fire in that run: recorded as a miss)"
     extra = f", fixed by {fix!r}" if fix else ""
     word = "confirmed" if verdict == "confirm" else "wrong"
     typer.echo(f"run {number}: {sig} {word}{extra}{where}")
+
+
+def _known(signature: str) -> bool:
+    from triage.api import load_kb
+
+    kb = load_kb()
+    return signature in kb.by_id or any(signature in s.aliases for s in kb.signatures)
 
 
 def _fix_text(signature: str, fix: str) -> str:

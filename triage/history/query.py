@@ -225,7 +225,8 @@ class ClusterRow:
 
 def list_clusters(conn: sqlite3.Connection, *, since: float | None = None, limit: int = 30,
                   cluster_id: int | None = None) -> list[ClusterRow]:
-    """Clusters by size (runs, then lines) and recency, each with an example line and its runs."""
+    """Clusters by size (runs, then lines) and recency, each with its runs and an example line
+    (the shortest: wrappers such as Ray's process prefix make lines longer, not clearer)."""
     where: list[str] = ["r.ts >= ?"]
     args: list[object] = [since if since is not None else float("-inf")]
     if cluster_id is not None:
@@ -233,7 +234,8 @@ def list_clusters(conn: sqlite3.Connection, *, since: float | None = None, limit
         args.append(cluster_id)
     rows = conn.execute(
         "SELECT c.id, c.template, sum(u.count), count(DISTINCT u.run), min(r.ts), max(r.ts), "
-        "(SELECT u2.text FROM unknown_lines u2 WHERE u2.cluster = c.id ORDER BY u2.id DESC LIMIT 1) "
+        "(SELECT u2.text FROM unknown_lines u2 WHERE u2.cluster = c.id "
+        "ORDER BY length(u2.text), u2.id DESC LIMIT 1) "
         "FROM clusters c JOIN unknown_lines u ON u.cluster = c.id JOIN runs r ON r.id = u.run "
         f"WHERE {' AND '.join(where)} GROUP BY c.id "
         "ORDER BY count(DISTINCT u.run) DESC, sum(u.count) DESC, max(r.ts) DESC, c.id LIMIT ?",
@@ -286,6 +288,7 @@ class Precision:
     signature: str
     confirmed: int
     wrong: int
+    missed: int = 0  # confirmed as the answer in runs where it did not fire (recall, not precision)
 
     @property
     def value(self) -> float | None:
@@ -314,14 +317,21 @@ def run_signatures(conn: sqlite3.Connection, run: int) -> list[str]:
 
 
 def precision(conn: sqlite3.Connection) -> dict[str, Precision]:
-    """Per signature, from feedback: the latest verdict per (run, signature) counts once."""
+    """Per signature, from feedback on runs where it fired: confirmed / (confirmed + wrong).
+
+    The latest verdict per (run, signature) counts once; a confirmation for a signature that did
+    not fire in that run is a miss, counted apart.
+    """
     rows = conn.execute(
-        "SELECT f.signature, f.verdict FROM feedback f WHERE f.id IN "
+        "SELECT f.signature, f.verdict, EXISTS (SELECT 1 FROM hits h WHERE h.run = f.run AND "
+        "h.signature = f.signature) FROM feedback f WHERE f.id IN "
         "(SELECT max(id) FROM feedback GROUP BY run, signature)").fetchall()
     out: dict[str, Precision] = {}
-    for sig, verdict in rows:
+    for sig, verdict, fired in rows:
         p = out.setdefault(sig, Precision(sig, 0, 0))
-        if verdict == "confirm":
+        if not fired:
+            p.missed += verdict == "confirm"
+        elif verdict == "confirm":
             p.confirmed += 1
         else:
             p.wrong += 1

@@ -397,7 +397,8 @@ def stats(
             "signatures": total, **{k.replace(" ", "_"): dict(v) for k, v in groups.items()},
             "history": str(path) if fired is not None else None,
             "never_fired": never if fired is not None else None,
-            "precision": {s: {"confirmed": p.confirmed, "wrong": p.wrong, "precision": p.value}
+            "precision": {s: {"confirmed": p.confirmed, "wrong": p.wrong, "missed": p.missed,
+                              "precision": p.value}
                           for s, p in sorted(prec.items())},
         }, indent=2) + "\n")
         return
@@ -418,10 +419,11 @@ def stats(
         for line in _columns(never):
             typer.echo("  " + line)
         if prec:
-            typer.echo("\nprecision from feedback (confirmed / judged):")
+            typer.echo("\nprecision from feedback (confirmed / judged where it fired; misses apart):")
             for s, p in sorted(prec.items(), key=lambda kv: (kv[1].value or 0, kv[0])):
-                typer.echo(f"  {s:<44} {p.confirmed}/{p.confirmed + p.wrong}"
-                           f"  {p.value:.0%}" if p.value is not None else f"  {s}")
+                share = f"{p.value:.0%}" if p.value is not None else "-"
+                missed = f"  missed {p.missed}" if p.missed else ""
+                typer.echo(f"  {s:<44} {p.confirmed}/{p.confirmed + p.wrong}  {share}{missed}")
         else:
             typer.echo("\nno feedback yet (`triage feedback RUN --confirm|--wrong SIGNATURE`)")
 

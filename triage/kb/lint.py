@@ -45,6 +45,25 @@ GENERIC_LINES: tuple[str, ...] = (
     "raise RuntimeError(msg)",
 )
 
+# High-frequency lines of a healthy busy server (access log, periodic stats, batch lines). No pattern,
+# supporting ones included, may match them: each match costs a confirmation on a line that appears
+# millions of times a day, and says nothing about a failure.
+FREQUENT_BENIGN_LINES: tuple[str, ...] = (
+    '(APIServer pid=1) INFO:     10.1.2.3:45678 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    'INFO:     127.0.0.1:58610 - "GET /v1/models HTTP/1.1" 200 OK',
+    'INFO:     127.0.0.1:58610 - "POST /v1/completions HTTP/1.1" 200 OK',
+    "(APIServer pid=1) INFO 05-19 10:13:11 [loggers.py:271] Engine 000: Avg prompt throughput: 1534.2 tokens/s, "
+    "Avg generation throughput: 1055.3 tokens/s, Running: 18 reqs, Waiting: 43 reqs, GPU KV cache usage: 45.9%, "
+    "Prefix cache hit rate: 12.0%",
+    "INFO 10-25 13:08:43 [metrics.py:455] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 33.1 "
+    "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%.",
+    "(APIServer pid=1) INFO 05-19 10:13:11 [async_llm.py:261] Added request chatcmpl-8f3a2b1c9d.",
+    "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, cuda graph: True, "
+    "gen throughput (token/s): 1.06, #queue-req: 0,",
+    "[2025-09-03 18:33:18 TP0] Prefill batch. #new-seq: 1, #new-token: 103, #cached-token: 1, token usage: 0.00, "
+    "#running-req: 0, #queue-req: 0,",
+)
+
 # Constructs outside the subset shared by Hyperscan, RE2 and `regex` (or that make scanning
 # unsafe): look-around, back-references, atomic groups, possessive quantifiers, line anchors.
 _UNPORTABLE = (
@@ -171,6 +190,22 @@ def check_generic(sig: Signature, path: str) -> list[Issue]:
     return issues
 
 
+def check_frequent_benign(sig: Signature, path: str) -> list[Issue]:
+    issues: list[Issue] = []
+    for field, pattern in _all_patterns(sig):
+        if field.startswith("not["):
+            continue
+        try:
+            compiled = compile_linear(pattern)
+        except regex.error:
+            continue
+        for benign in FREQUENT_BENIGN_LINES:
+            if compiled.search(benign):
+                issues.append(Issue(path, field, f"matches a frequent healthy line: {benign[:70]!r}"))
+                break
+    return issues
+
+
 def check_overlaps(result: LoadResult) -> list[Issue]:
     """Two signatures firing on the same example line must be related (explains/not/related)."""
     issues: list[Issue] = []
@@ -202,6 +237,7 @@ PER_SIGNATURE_RULES: tuple[Callable[[Signature, str], list[Issue]], ...] = (
     check_syntax,
     check_examples,
     check_generic,
+    check_frequent_benign,
 )
 
 

@@ -150,6 +150,10 @@ def engine_flags(tokens: list[Token], file: str, bool_flags: Iterable[str] = ())
     bools = set(bool_flags)
     items: list[Item] = []
     k = 0
+    if tokens and not tokens[0].text.startswith("-") and tokens[0].text != "serve":
+        # `vllm serve MODEL`: the positional model, so checks can name it (--model=REGEX)
+        items.append(Item("flag", "--model", tokens[0].text, file, tokens[0].line, True))
+        k = 1
     while k < len(tokens):
         tok = tokens[k]
         if tok.text.startswith("--") and len(tok.text) > 2:
@@ -325,7 +329,8 @@ def _apply_command(tokens: list[Token], file: str, launch: Launch, env_scope: li
         elif _engine_image(launch.image) and cmd and (cmd[0].text.startswith("-")
                                                       or cmd[0].text in ("serve",)):
             launch.engine = _engine_image(launch.image)  # the image's entrypoint is the server
-            launch.items.extend(engine_flags(cmd, file, bool_flags))
+            at = 1 if cmd[0].text == "serve" else 0
+            launch.items.extend(engine_flags(cmd[at:], file, bool_flags))
         elif _engine_image(launch.image):
             launch.engine = _engine_image(launch.image)
         _container_facts(launch, file, launch.line)
@@ -414,8 +419,9 @@ def _systemd_entries(path: Path, text: str) -> list[_Entry]:
             i += 1
             nxt = lines[i].strip()
             if nxt.startswith(("#", ";")):
+                line += "\n"  # keep the physical line count for ExecStart's token lines
                 continue
-            line = line[:-1] + " " + nxt
+            line = line + "\n" + nxt  # continuation kept: shell_commands maps tokens to lines
         i += 1
         if not line or line.startswith(("#", ";")):
             continue
@@ -424,7 +430,10 @@ def _systemd_entries(path: Path, text: str) -> list[_Entry]:
             continue
         if "=" in line:
             key, value = line.split("=", 1)
-            entries.append(_Entry(section, key.strip(), value.strip(), str(path), number))
+            key = key.strip()
+            if key != "ExecStart":
+                value = re.sub(r"\\\n+", " ", value)
+            entries.append(_Entry(section, key, value.strip(), str(path), number))
     return entries
 
 

@@ -75,6 +75,8 @@ def render_text(report: Report, *, explain: bool = False, color: bool | None = F
             role = "" if ev.role == "decisive" else f" [{ev.role}]"
             con.print(Text(f"     {neutralise(ev.input)}:{ev.line}{role}{count}: ", style="triage.dim")
                       + Text(neutralise(ev.text[:300]), style="triage.evidence"))
+        if hyp.alternatives:
+            con.print(Text(f"   also consistent with: {', '.join(hyp.alternatives)}", style="triage.dim"))
         for exp in hyp.explains:
             lines = ", ".join(str(n) for n in exp.lines[:8])
             con.print(Text(f"   explains: {exp.signature} (lines {lines})", style="triage.dim"))

@@ -1,0 +1,125 @@
+"""Scan one large file with several worker processes over byte ranges, then merge in input order.
+
+Ranges end just after a line feed, so no line is split and every line break is counted once. Each
+worker scans and confirms its range with its own matcher and returns its hits with line numbers
+relative to the range; the parent shifts them by the lines of the ranges before, and confirms the
+supporting candidates that waited for a decisive hit found in another range.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from triage.read import CHUNK_SIZE, Source, iter_segments
+
+if TYPE_CHECKING:
+    from triage.api import Engine
+    from triage.match import Matcher
+    from triage.models import Hit
+
+_ENGINE: Engine | None = None
+
+
+@dataclass
+class RangeResult:
+    lines: int
+    bytes: int
+    hits: list[Hit]
+    counts: dict[int, int]
+    decided: set[str]
+    pending: dict[str, list[tuple[str, int, bytes, list[int]]]]
+    notes: list[str] = field(default_factory=list)
+    fmt: str = "plain"
+    ends_with_break: bool = True
+
+
+class _RangeReader:
+    def __init__(self, path: Path, start: int, end: int) -> None:
+        self._fh = path.open("rb")
+        self._fh.seek(start)
+        self._left = end - start
+
+    def read(self, size: int) -> bytes:
+        if self._left <= 0:
+            return b""
+        data = self._fh.read(min(size, self._left))
+        self._left -= len(data)
+        return data
+
+
+def split_points(path: Path, jobs: int) -> list[tuple[int, int]]:
+    size = path.stat().st_size
+    cuts = [0]
+    with path.open("rb") as fh:
+        for k in range(1, jobs):
+            fh.seek(size * k // jobs)
+            fh.readline()  # move just past the next LF
+            pos = fh.tell()
+            if cuts[-1] < pos < size:
+                cuts.append(pos)
+    cuts.append(size)
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _scan_range(args: tuple[str, str, int, int]) -> RangeResult:
+    name, path_str, start, end = args
+    assert _ENGINE is not None
+    matcher = _ENGINE.new_matcher()
+    source = Source(name=name, path=Path(path_str))
+    reader = _RangeReader(Path(path_str), start, end)
+    last = b""
+    for seg in iter_segments(reader, source, chunk_size=CHUNK_SIZE):
+        matcher.feed(seg)
+        last = seg.data[-1:] if seg.data else last
+    pending = {owner: list(q) for owner, q in matcher._pending.items()}
+    return RangeResult(source.lines, source.bytes, matcher.result.hits, dict(matcher.result.counts),
+                       set(matcher._decided), pending, source.notes, source.fmt,
+                       last in (b"\n", b"\r"))
+
+
+def scan_parallel(engine: Engine, matcher: Matcher, source: Source, path: Path, jobs: int) -> None:
+    """Fill matcher and source from `jobs` workers scanning byte ranges of path."""
+    global _ENGINE
+    _ENGINE = engine
+    ranges = split_points(path, jobs)
+    ctx: Any = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=len(ranges), mp_context=ctx) as pool:
+        results = list(pool.map(_scan_range, [(source.name, str(path), a, b) for a, b in ranges]))
+    offset = 0
+    all_pending: list[tuple[str, int, bytes, list[int]]] = []
+    owners: dict[int, str] = {}
+    for res in results:
+        shifted: set[int] = set()
+        for hit in res.hits:
+            if id(hit.line) not in shifted:  # hits on one line share its Line object
+                shifted.add(id(hit.line))
+                hit.line.number += offset
+            matcher.result.hits.append(hit)
+        for pid, n in res.counts.items():
+            matcher.result.counts[pid] += n
+        matcher._decided |= res.decided
+        for owner, entries in res.pending.items():
+            for input_name, number, raw, pids in entries:
+                all_pending.append((input_name, number + offset, raw, pids))
+                for pid in pids:
+                    owners[pid] = owner
+        source.notes.extend(res.notes)
+        if res.fmt != "plain":
+            source.fmt = res.fmt
+        offset += res.lines
+        source.bytes += res.bytes
+    source.lines = offset
+    for input_name, number, raw, pids in all_pending:
+        owner = owners[pids[0]]
+        if owner in matcher._decided:
+            from triage.frame import frame_line
+            from triage.models import Line
+
+            line = Line(input=input_name, number=number, raw=raw.decode("utf-8", "replace"))
+            frame_line(line)
+            matcher._confirm(line, pids)
+    _ENGINE = None
