@@ -46,8 +46,7 @@ FAILURES = [
         "(EngineCore_DP0 pid={pid2}) ERROR {ts} [core.py:708] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
     ],
 ]
-WORDS = ("the model serving request token latency throughput prompt answer question explain "
-         "summarise translate error warning result value system user assistant cache").split()
+WORDS = ["the", "model", "serving", "request", "token", "latency", "throughput", "prompt", "answer", "question", "explain", "summarise", "translate", "error", "warning", "result", "value", "system", "user", "assistant", "cache"]
 NON_ASCII = ("résumé", "naïve", "日本語の質問", "Привет", "emoji 🚀", "Straße")
 
 
@@ -69,16 +68,20 @@ def line(r: random.Random, pid: int) -> str:
     x = r.random()
     t = ts(r)
     if x < 0.38:
-        status = r.choices(["200 OK", "400 Bad Request", "404 Not Found", "429 Too Many Requests"],
-                           [0.99, 0.005, 0.003, 0.002])[0]
+        status = r.choices(
+            ["200 OK", "400 Bad Request", "404 Not Found", "429 Too Many Requests"],
+            [0.99, 0.005, 0.003, 0.002],
+        )[0]
         return f'(APIServer pid={pid}) INFO:     10.1.{r.randint(0, 255)}.{r.randint(0, 255)}:{r.randint(1024, 65535)} - "POST /v1/chat/completions HTTP/1.1" {status}'
     if x < 0.50:
         rid = f"chatcmpl-{r.getrandbits(64):016x}"
         return f"(APIServer pid={pid}) INFO {t} [logger.py:41] Received request {rid}: prompt: '{prompt(r)}', params: SamplingParams(n=1, temperature=0.7, top_p=0.95, max_tokens=512), lora_request: None."
     if x < 0.60:
-        return (f"(APIServer pid={pid}) INFO {t} [loggers.py:123] Engine 000: Avg prompt throughput: {r.uniform(0, 9000):.1f} tokens/s, "
-                f"Avg generation throughput: {r.uniform(1, 3000):.1f} tokens/s, Running: {r.randint(1, 64)} reqs, Waiting: {r.randint(0, 9)} reqs, "
-                f"GPU KV cache usage: {r.uniform(0, 95):.1f}%, Prefix cache hit rate: {r.uniform(0, 60):.1f}%")
+        return (
+            f"(APIServer pid={pid}) INFO {t} [loggers.py:123] Engine 000: Avg prompt throughput: {r.uniform(0, 9000):.1f} tokens/s, "
+            f"Avg generation throughput: {r.uniform(1, 3000):.1f} tokens/s, Running: {r.randint(1, 64)} reqs, Waiting: {r.randint(0, 9)} reqs, "
+            f"GPU KV cache usage: {r.uniform(0, 95):.1f}%, Prefix cache hit rate: {r.uniform(0, 60):.1f}%"
+        )
     if x < 0.96:
         rid = f"chatcmpl-{r.getrandbits(64):016x}"
         return f"(APIServer pid={pid}) INFO {t} [async_llm.py:261] Added request {rid}."

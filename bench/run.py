@@ -27,13 +27,20 @@ ROOT = HERE.parent
 DATA = HERE / "data"
 
 
-def timed(cmd: list[str], *, stdin_path: Path | None = None, env: dict[str, str] | None = None,
-          shell_pipe: str | None = None) -> tuple[float, float]:
+def timed(
+    cmd: list[str],
+    *,
+    stdin_path: Path | None = None,
+    env: dict[str, str] | None = None,
+    shell_pipe: str | None = None,
+) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one child process (or the largest of a pipeline)."""
     out = tempfile.TemporaryFile()
     start = time.perf_counter()
     if shell_pipe is not None:
-        proc = subprocess.Popen(["bash", "-c", shell_pipe], stdout=out, stderr=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(
+            ["bash", "-c", shell_pipe], stdout=out, stderr=subprocess.DEVNULL, env=env
+        )
     else:
         stdin = stdin_path.open("rb") if stdin_path else subprocess.DEVNULL
         proc = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=subprocess.DEVNULL, env=env)
@@ -63,52 +70,90 @@ def replicate_patterns(patterns: list[str], target: int) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", default="100,1024", help="log sizes in MB, comma-separated")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--jobs", type=int, default=2, help="also time triage --jobs N on the largest file")
+    ap.add_argument(
+        "--jobs", type=int, default=2, help="also time triage --jobs N on the largest file"
+    )
     args = ap.parse_args()
     DATA.mkdir(exist_ok=True)
     triage = [sys.executable, "-m", "triage"]
     env = {**os.environ, "TRIAGE_DB": str(DATA / "history.db"), "LC_ALL": "C"}
-    pats = subprocess.run([*triage, "kb", "export-patterns"], capture_output=True, text=True, check=True).stdout
-    ere = subprocess.run([*triage, "kb", "export-patterns", "--dialect", "ere"], capture_output=True, text=True,
-                         check=True).stdout
+    pats = subprocess.run(
+        [*triage, "kb", "export-patterns"], capture_output=True, text=True, check=True
+    ).stdout
+    ere = subprocess.run(
+        [*triage, "kb", "export-patterns", "--dialect", "ere"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rust_file, ere_file = DATA / "patterns.rust", DATA / "patterns.ere"
     rust_file.write_text(pats)
     ere_file.write_text(ere)
     n_patterns = len(pats.splitlines())
     rg = shutil.which("rg")
     grep = shutil.which("grep")
-    print(f"patterns: {n_patterns} (the knowledge base); ripgrep: {rg or 'not installed'}; runs: {args.runs}")
+    print(
+        f"patterns: {n_patterns} (the knowledge base); ripgrep: {rg or 'not installed'}; runs: {args.runs}"
+    )
     # warm the compiled pattern cache once (triage caches its database keyed by the signature set)
-    subprocess.run([*triage, "--no-history", "--format", "json", str(ROOT / "examples" / "vllm-kv-cache-oom.log")],
-                   capture_output=True, env=env, check=False)
+    subprocess.run(
+        [
+            *triage,
+            "--no-history",
+            "--format",
+            "json",
+            str(ROOT / "examples" / "vllm-kv-cache-oom.log"),
+        ],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
     results: dict[tuple[str, int], tuple[float, float]] = {}
     sizes = [int(s) for s in args.sizes.split(",")]
     for size in sizes:
         path = DATA / f"vllm-{size}m.log"
         if not path.exists() or path.stat().st_size < (size << 20):
             print(f"generating {path} ...", flush=True)
-            subprocess.run([sys.executable, str(HERE / "genlog.py"), str(path), "--size-mb", str(size)], check=True)
+            subprocess.run(
+                [sys.executable, str(HERE / "genlog.py"), str(path), "--size-mb", str(size)],
+                check=True,
+            )
         mb = path.stat().st_size / 1e6
         cases = {
             "cat": lambda p=path: timed(["cat", str(p)]),
-            "triage file": lambda p=path: timed([*triage, "--no-history", "--format", "json", str(p)], env=env),
-            "triage pipe": lambda p=path: timed([], env=env, shell_pipe=f"cat {p} | {' '.join(triage)} --no-history --format json -"),
+            "triage file": lambda p=path: timed(
+                [*triage, "--no-history", "--format", "json", str(p)], env=env
+            ),
+            "triage pipe": lambda p=path: timed(
+                [], env=env, shell_pipe=f"cat {p} | {' '.join(triage)} --no-history --format json -"
+            ),
         }
         if args.jobs > 1 and size == max(sizes):
             cases[f"triage --jobs {args.jobs}"] = lambda p=path: timed(
-                [*triage, "--no-history", "--format", "json", "--jobs", str(args.jobs), str(p)], env=env)
+                [*triage, "--no-history", "--format", "json", "--jobs", str(args.jobs), str(p)],
+                env=env,
+            )
         if grep:
-            cases["grep -E -f"] = lambda p=path: timed([grep, "-a", "-n", "-E", "-f", str(ere_file), str(p)], env=env)
+            cases["grep -E -f"] = lambda p=path: timed(
+                [grep, "-a", "-n", "-E", "-f", str(ere_file), str(p)], env=env
+            )
         if rg:
-            cases["rg --no-unicode -f"] = lambda p=path: timed([rg, "-a", "-n", "--no-unicode", "-f", str(rust_file), str(p)], env=env)
+            cases["rg --no-unicode -f"] = lambda p=path: timed(
+                [rg, "-a", "-n", "--no-unicode", "-f", str(rust_file), str(p)], env=env
+            )
         print(f"\n== {path.name}: {mb:.0f} MB ==")
         for label, fn in cases.items():
             wall, rss = median_run(label, args.runs, fn)
             results[(label, size)] = (wall, rss)
-            print(f"{label:<22} {wall:8.2f} s  {mb / wall:8.1f} MB/s  peak RSS {rss:7.1f} MiB", flush=True)
+            print(
+                f"{label:<22} {wall:8.2f} s  {mb / wall:8.1f} MB/s  peak RSS {rss:7.1f} MiB",
+                flush=True,
+            )
         tri = results[("triage file", size)][0]
         if grep:
             print(f"ratio triage/grep speed: {results[('grep -E -f', size)][0] / tri:.2f}x")
@@ -116,7 +161,9 @@ def main() -> None:
             print(f"ratio triage/rg speed:   {results[('rg --no-unicode -f', size)][0] / tri:.2f}x")
             key = (f"triage --jobs {args.jobs}", size)
             if key in results:
-                print(f"ratio triage --jobs {args.jobs}/rg speed: {results[('rg --no-unicode -f', size)][0] / results[key][0]:.2f}x")
+                print(
+                    f"ratio triage --jobs {args.jobs}/rg speed: {results[('rg --no-unicode -f', size)][0] / results[key][0]:.2f}x"
+                )
     if len(sizes) > 1:
         a, b = sizes[0], sizes[-1]
         grow = results[("triage file", b)][0] / results[("triage file", a)][0]
@@ -127,16 +174,39 @@ def main() -> None:
     sig_dir = Path(tempfile.mkdtemp(prefix="triage-bench-sigs-"))
     _write_replicated_kb(sig_dir, 2000)
     env2 = {**env, "TRIAGE_CACHE_DIR": str(DATA / "cache-2000")}
-    timed([*triage, "--no-history", "--signatures", str(sig_dir), "--format", "json", str(ROOT / "examples" / "vllm-kv-cache-oom.log")], env=env2)
-    wall2, rss2 = median_run("2000", args.runs, lambda: timed(
-        [*triage, "--no-history", "--signatures", str(sig_dir), "--format", "json", str(path)], env=env2))
+    timed(
+        [
+            *triage,
+            "--no-history",
+            "--signatures",
+            str(sig_dir),
+            "--format",
+            "json",
+            str(ROOT / "examples" / "vllm-kv-cache-oom.log"),
+        ],
+        env=env2,
+    )
+    wall2, rss2 = median_run(
+        "2000",
+        args.runs,
+        lambda: timed(
+            [*triage, "--no-history", "--signatures", str(sig_dir), "--format", "json", str(path)],
+            env=env2,
+        ),
+    )
     wall1 = results[("triage file", size)][0]
-    print(f"\npattern scaling on {size} MB: KB ({n_patterns} patterns) {wall1:.2f} s; "
-          f"2,000 patterns {wall2:.2f} s (x{wall2 / wall1:.2f}), peak RSS {rss2:.1f} MiB")
+    print(
+        f"\npattern scaling on {size} MB: KB ({n_patterns} patterns) {wall1:.2f} s; "
+        f"2,000 patterns {wall2:.2f} s (x{wall2 / wall1:.2f}), peak RSS {rss2:.1f} MiB"
+    )
     # start-up: a 10-line log
     small = DATA / "ten-lines.log"
-    small.write_text("".join((ROOT / "examples" / "vllm-kv-cache-oom.log").read_text().splitlines(True)[:10]))
-    wall, _ = median_run("startup", max(5, args.runs), lambda: timed([*triage, "--no-history", str(small)], env=env))
+    small.write_text(
+        "".join((ROOT / "examples" / "vllm-kv-cache-oom.log").read_text().splitlines(True)[:10])
+    )
+    wall, _ = median_run(
+        "startup", max(5, args.runs), lambda: timed([*triage, "--no-history", str(small)], env=env)
+    )
     print(f"start-up: triage on a 10-line log: {wall * 1000:.0f} ms (median)")
     shutil.rmtree(sig_dir, ignore_errors=True)
 
@@ -162,9 +232,14 @@ def _write_replicated_kb(target: Path, n: int) -> None:
     while count < n:
         batch = [f"(?:{base[(i + k) % len(base)]}) replica{i + k}" for k in range(10)]
         sig = {
-            "id": f"replica-{i}", "title": f"Replicated filler signature {i}", "layer": "engine",
-            "severity": "error", "status": "open", "summary": "Filler for the pattern-count benchmark only.",
-            "match": [{"regex": b} for b in batch], "fixes": [{"do": "none (benchmark filler)", "confidence": "lead"}],
+            "id": f"replica-{i}",
+            "title": f"Replicated filler signature {i}",
+            "layer": "engine",
+            "severity": "error",
+            "status": "open",
+            "summary": "Filler for the pattern-count benchmark only.",
+            "match": [{"regex": b} for b in batch],
+            "fixes": [{"do": "none (benchmark filler)", "confidence": "lead"}],
             "provenance": {"reproduction": "bench/run.py"},
             "examples": {"match": [f"x replica{i}"], "no_match": ["x"]},
         }

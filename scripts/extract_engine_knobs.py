@@ -241,16 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--download", action="append", default=[], metavar="VERSION")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
-    found: list[tuple[str, dict[str, object]]] = []
-    for wheel in args.wheel:
-        found.append(from_wheel(wheel))
+    found: list[tuple[str, dict[str, object]]] = [from_wheel(w) for w in args.wheel]
     if args.src:
-        for sub in sorted(p for p in args.src.iterdir() if (p / ENV_FILE).is_file()):
-            found.append(from_tree(sub))
+        found.extend(from_tree(sub) for sub in sorted(args.src.iterdir())
+                     if (sub / ENV_FILE).is_file())
     if args.download:
         with tempfile.TemporaryDirectory() as tmp:
-            for version in args.download:
-                found.append(from_wheel(download(version, Path(tmp))))
+            found.extend(from_wheel(download(v, Path(tmp))) for v in args.download)
     if not found:
         ap.error("give --wheel, --src or --download")
     data = merge(args.out, found)

@@ -22,5 +22,9 @@ def engine(kb: KnowledgeBase) -> Engine:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--fuzz-seconds", type=float, default=3.0,
-                     help="seconds each atheris fuzz target runs (longer on demand)")
+    parser.addoption(
+        "--fuzz-seconds",
+        type=float,
+        default=3.0,
+        help="seconds each atheris fuzz target runs (longer on demand)",
+    )

@@ -15,10 +15,18 @@ from tests.conftest import ROOT
 EXAMPLE = ROOT / "examples" / "vllm-kv-cache-oom.log"
 
 
-def run(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def run(
+    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
-                          check=False, env=full_env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "triage", *args],
+        input=stdin,
+        capture_output=True,
+        check=False,
+        env=full_env,
+        cwd=ROOT,
+    )
 
 
 def test_text_output_and_exit_1() -> None:
@@ -35,8 +43,20 @@ def test_json_validates_against_shipped_schema() -> None:
     jsonschema.validate(report, schema)
     assert report["schema"] == "triage.report/1"
     top = report["hypotheses"][0]
-    for key in ("rank", "signature", "title", "layer", "severity", "status", "score", "evidence",
-                "explains", "fixes", "verify", "references"):
+    for key in (
+        "rank",
+        "signature",
+        "title",
+        "layer",
+        "severity",
+        "status",
+        "score",
+        "evidence",
+        "explains",
+        "fixes",
+        "verify",
+        "references",
+    ):
         assert key in top
     assert top["evidence"][0] == {**top["evidence"][0], "input": str(EXAMPLE), "line": 10}
 
@@ -62,8 +82,11 @@ def test_healthy_exit_0() -> None:
 
 
 def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
-    for args, stdin in (((str(tmp_path / "missing.log"),), None), (("--format", "nope", str(EXAMPLE)), None),
-                        ((str(tmp_path / "empty.log"),), None)):
+    for args, stdin in (
+        ((str(tmp_path / "missing.log"),), None),
+        (("--format", "nope", str(EXAMPLE)), None),
+        ((str(tmp_path / "empty.log"),), None),
+    ):
         (tmp_path / "empty.log").write_bytes(b"")
         proc = run(*args, stdin=stdin)
         assert proc.returncode == 2, (args, proc.stderr)
@@ -87,8 +110,10 @@ def test_markdown_format() -> None:
 
 
 def test_terminal_injection_is_neutralised(tmp_path: Path) -> None:
-    evil = ("ValueError: No available memory for the cache blocks \x1b]0;pwned\x07 \x1b[2J"
-            " \u202egnp.exe \x9b31m C1\n")
+    evil = (
+        "ValueError: No available memory for the cache blocks \x1b]0;pwned\x07 \x1b[2J"
+        " \u202egnp.exe \x9b31m C1\n"
+    )
     p = tmp_path / "evil.log"
     p.write_text(evil)
     for color in ("--no-color", "--color"):

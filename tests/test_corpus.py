@@ -3,8 +3,6 @@ line; healthy cases get no error-severity hypothesis and exit 0."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import ROOT
@@ -23,7 +21,9 @@ def test_case(case, engine: Engine) -> None:  # type: ignore[no-untyped-def]
     top1, _, _, false_alarm = judge(report, expect, aliases)
     got = [(h.signature, [e.line for e in h.evidence][:4]) for h in report.hypotheses[:3]]
     if expect.get("top") is None:
-        assert not false_alarm, f"healthy log raised {got} / {[u.text for u in report.unrecognized]}"
+        assert not false_alarm, (
+            f"healthy log raised {got} / {[u.text for u in report.unrecognized]}"
+        )
         assert not report.failed
     else:
         assert top1, f"expected {expect['top']} at line {expect.get('line')}, got {got}"

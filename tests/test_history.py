@@ -19,9 +19,8 @@ from typer.testing import CliRunner
 
 from tests.conftest import ROOT
 from triage.api import Engine
-from triage.history import HistoryError, record_run, seen_summary
+from triage.history import HistoryError, query, record_run, seen_summary
 from triage.history import cluster as clusters
-from triage.history import query
 from triage.history.cli import APPS
 from triage.history.draft import draft_cluster, template_regex
 from triage.history.schema import connect, opened
@@ -307,10 +306,10 @@ def test_bad_database_gives_a_clear_error(tmp_path: Path, kind: str,
             conn.execute("PRAGMA user_version = 99")
     else:
         path.mkdir()
-    with pytest.raises(HistoryError, match="move it aside|newer triage|directory|damaged"):
-        with opened(path) as conn:
-            query.list_runs(conn)
-            record_run(reports[KV_OOM.name], conn=conn)
+    expected = r"move it aside|newer triage|directory|damaged"
+    with pytest.raises(HistoryError, match=expected), opened(path) as conn:
+        query.list_runs(conn)
+        record_run(reports[KV_OOM.name], conn=conn)
     result = runner.invoke(APPS["history"], ["--db", str(path)])
     assert result.exit_code == 2
     assert result.output.startswith("triage: ") and "Traceback" not in result.output

@@ -39,7 +39,9 @@ def test_at_least_200_signatures_in_four_layers(kb: KnowledgeBase) -> None:
 def test_docs_current() -> None:
     result = load_signatures(ROOT / "signatures")
     shipped = (ROOT / "docs" / "signatures.md").read_text(encoding="utf-8")
-    assert shipped == render_docs(result.signatures), "run `triage kb docs` and commit docs/signatures.md"
+    assert shipped == render_docs(result.signatures), (
+        "run `triage kb docs` and commit docs/signatures.md"
+    )
 
 
 def test_signature_files_named_by_id() -> None:

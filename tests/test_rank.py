@@ -24,19 +24,28 @@ def test_cause_first_and_cascade_explained(engine: Engine, tmp_path: Path) -> No
 
 
 def test_symptom_alone_is_reported_not_silent(engine: Engine, tmp_path: Path) -> None:
-    report = run_text(engine, "(EngineCore_DP0 pid=1) ERROR 12-04 11:46:32 [core.py:843] EngineCore failed to start.\n", tmp_path)
+    report = run_text(
+        engine,
+        "(EngineCore_DP0 pid=1) ERROR 12-04 11:46:32 [core.py:843] EngineCore failed to start.\n",
+        tmp_path,
+    )
     assert report.hypotheses[0].signature == "engine-core-init-failed"
     assert report.failed
 
 
 def test_unrecognized_exception_is_reported(engine: Engine, tmp_path: Path) -> None:
-    text = ("(Worker_TP0 pid=77) Traceback (most recent call last):\n"
-            "(Worker_TP0 pid=77)   File \"/x/y.py\", line 3, in f\n"
-            "(Worker_TP0 pid=77) FrobnicationError: the widget 0x7f3a at /opt/a/b.py exploded after 42 tries\n")
+    text = (
+        "(Worker_TP0 pid=77) Traceback (most recent call last):\n"
+        '(Worker_TP0 pid=77)   File "/x/y.py", line 3, in f\n'
+        "(Worker_TP0 pid=77) FrobnicationError: the widget 0x7f3a at /opt/a/b.py exploded after 42 tries\n"
+    )
     report = run_text(engine, text, tmp_path)
     assert not report.hypotheses
     assert report.unrecognized[0].line == 3
-    assert "<HEX>" in report.unrecognized[0].fingerprint and "<N>" in report.unrecognized[0].fingerprint
+    assert (
+        "<HEX>" in report.unrecognized[0].fingerprint
+        and "<N>" in report.unrecognized[0].fingerprint
+    )
     assert report.failed
 
 
@@ -56,7 +65,9 @@ def test_out_of_range_version_lowers_never_hides(engine: Engine, tmp_path: Path)
 
 
 def test_differential_uses_facts(engine: Engine, tmp_path: Path) -> None:
-    text = ("(APIServer pid=1) INFO 10-25 13:07:02 [utils.py:233] non-default args: {'model': 'x', 'data_parallel_size': 8, 'enable_expert_parallel': True}\n"
-            + CASCADE)
+    text = (
+        "(APIServer pid=1) INFO 10-25 13:07:02 [utils.py:233] non-default args: {'model': 'x', 'data_parallel_size': 8, 'enable_expert_parallel': True}\n"
+        + CASCADE
+    )
     top = run_text(engine, text, tmp_path).hypotheses[0]
     assert top.fixes[0].likely and "TP + EP" in top.fixes[0].do

@@ -13,7 +13,9 @@ import zstandard
 
 from triage.read import InputError, Source, count_breaks, iter_segments, read_source
 
-KV_LINE = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
+KV_LINE = (
+    "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
+)
 
 
 def _lines(data: bytes, chunk: int = 7) -> list[tuple[int, int]]:
@@ -45,8 +47,12 @@ def _report_lines(engine, path_or_bytes, tmp_path: Path, sep: bytes, via_pipe: b
     path = tmp_path / "x.log"
     path.write_bytes(body)
     if via_pipe:
-        proc = subprocess.run([sys.executable, "-m", "triage", "--format", "json", "-"],
-                              input=body, capture_output=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "triage", "--format", "json", "-"],
+            input=body,
+            capture_output=True,
+            check=False,
+        )
         import json
 
         return json.loads(proc.stdout)["hypotheses"][0]["evidence"][0]["line"]
@@ -55,7 +61,9 @@ def _report_lines(engine, path_or_bytes, tmp_path: Path, sep: bytes, via_pipe: b
 
 @pytest.mark.parametrize("sep", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
 @pytest.mark.parametrize("via_pipe", [False, True], ids=["file", "pipe"])
-def test_line_numbers_same_from_file_and_pipe(engine, tmp_path: Path, sep: bytes, via_pipe: bool) -> None:  # type: ignore[no-untyped-def]
+def test_line_numbers_same_from_file_and_pipe(
+    engine, tmp_path: Path, sep: bytes, via_pipe: bool
+) -> None:  # type: ignore[no-untyped-def]
     assert _report_lines(engine, None, tmp_path, sep, via_pipe) == 3
 
 
@@ -72,8 +80,12 @@ def test_gzip_and_zstd(engine, tmp_path: Path) -> None:  # type: ignore[no-untyp
 
 
 def test_truncated_gzip_is_recorded_not_fatal(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    body = ("".join(f"INFO a {i * 7919 % 10007}\n" for i in range(3000)) + KV_LINE + "\n"
-            + "".join(f"INFO b {i * 104729 % 1009}\n" for i in range(3000))).encode()
+    body = (
+        "".join(f"INFO a {i * 7919 % 10007}\n" for i in range(3000))
+        + KV_LINE
+        + "\n"
+        + "".join(f"INFO b {i * 104729 % 1009}\n" for i in range(3000))
+    ).encode()
     p = tmp_path / "t.log.gz"
     p.write_bytes(gzip.compress(body)[:-40])
     report = engine.run([str(p)])
@@ -113,5 +125,7 @@ def test_directory_names_each_file(engine, tmp_path: Path) -> None:  # type: ign
     (tmp_path / "run" / "weights.bin").write_bytes(b"\x00" * 100)
     report = engine.run([str(tmp_path / "run")])
     names = [i.name for i in report.inputs]
-    assert any(n.endswith("server.log") for n in names) and not any(n.endswith(".bin") for n in names)
+    assert any(n.endswith("server.log") for n in names) and not any(
+        n.endswith(".bin") for n in names
+    )
     assert report.hypotheses[0].evidence[0].input.endswith("server.log")

@@ -34,7 +34,9 @@ def compose(lines: list[str]) -> str:
 
 
 def journal_short_iso(lines: list[str]) -> str:
-    return "".join(f"2026-11-29T18:43:{i:02d}+00:00 gpu-node-3 vllm[8707]: {x}\n" for i, x in enumerate(lines))
+    return "".join(
+        f"2026-11-29T18:43:{i:02d}+00:00 gpu-node-3 vllm[8707]: {x}\n" for i, x in enumerate(lines)
+    )
 
 
 def journal_json(lines: list[str]) -> str:
@@ -43,8 +45,17 @@ def journal_json(lines: list[str]) -> str:
         msg: object = x
         if i % 2:  # journald stores messages with control bytes as arrays of byte values
             msg = list((x + "\r").encode())
-        out.append(json.dumps({"__REALTIME_TIMESTAMP": str(1700000000000000 + i), "_HOSTNAME": "gpu-node-3",
-                               "SYSLOG_IDENTIFIER": "vllm", "_PID": "8707", "MESSAGE": msg}))
+        out.append(
+            json.dumps(
+                {
+                    "__REALTIME_TIMESTAMP": str(1700000000000000 + i),
+                    "_HOSTNAME": "gpu-node-3",
+                    "SYSLOG_IDENTIFIER": "vllm",
+                    "_PID": "8707",
+                    "MESSAGE": msg,
+                }
+            )
+        )
     return "\n".join(out) + "\n"
 
 
@@ -57,7 +68,12 @@ def ansi(lines: list[str]) -> str:
     for x in lines:
         if x.startswith("("):
             close = x.index(")") + 1
-            x = "\x1b[1;36m" + x[:close] + "\x1b[0;0m" + x[close:].replace("ERROR", "\x1b[31mERROR\x1b[0m")
+            x = (
+                "\x1b[1;36m"
+                + x[:close]
+                + "\x1b[0;0m"
+                + x[close:].replace("ERROR", "\x1b[31mERROR\x1b[0m")
+            )
         out.append(x)
     return "\n".join(out) + "\n"
 
@@ -67,14 +83,21 @@ def ansi_pasted(lines: list[str]) -> str:
 
 
 WRAPPERS: dict[str, Callable[[list[str]], str]] = {
-    "plain": plain, "compose": compose, "journal-short-iso": journal_short_iso,
-    "journal-json": journal_json, "kubectl-timestamps": kubectl, "ansi": ansi, "ansi-pasted": ansi_pasted,
+    "plain": plain,
+    "compose": compose,
+    "journal-short-iso": journal_short_iso,
+    "journal-json": journal_json,
+    "kubectl-timestamps": kubectl,
+    "ansi": ansi,
+    "ansi-pasted": ansi_pasted,
 }
 
 
 @pytest.mark.parametrize("wrapper", list(WRAPPERS))
 @pytest.mark.parametrize("sig_id", list(CASES))
-def test_same_top_hypothesis_through_wrappers(engine: Engine, tmp_path: Path, sig_id: str, wrapper: str) -> None:
+def test_same_top_hypothesis_through_wrappers(
+    engine: Engine, tmp_path: Path, sig_id: str, wrapper: str
+) -> None:
     report = run_text(engine, WRAPPERS[wrapper](CASES[sig_id]), tmp_path)
     top = report.hypotheses[0]
     assert top.signature == sig_id

@@ -12,6 +12,10 @@ def __getattr__(name: str) -> object:
     if name in ("triage", "load_kb", "Engine", "Report"):
         from triage import api, models
 
-        return {"triage": api.triage, "load_kb": api.load_kb, "Engine": api.Engine,
-                "Report": models.Report}[name]
+        return {
+            "triage": api.triage,
+            "load_kb": api.load_kb,
+            "Engine": api.Engine,
+            "Report": models.Report,
+        }[name]
     raise AttributeError(name)

@@ -74,8 +74,11 @@ class Engine:
         for name, path in pairs:
             try:
                 source, segments = read_source(
-                    name, path, chunk_size=self.options.chunk_size,
-                    max_decompressed=self.options.max_decompressed, stdin=stdin,
+                    name,
+                    path,
+                    chunk_size=self.options.chunk_size,
+                    max_decompressed=self.options.max_decompressed,
+                    stdin=stdin,
                 )
             except InputError:
                 if single:
@@ -105,7 +108,10 @@ class Engine:
         return self.report(matcher, sources, samples, digests)
 
     def report(
-        self, matcher: Matcher, sources: list[Source], samples: dict[str, list[Line]],
+        self,
+        matcher: Matcher,
+        sources: list[Source],
+        samples: dict[str, list[Line]],
         digests: dict[str, str],
     ) -> Report:
         kinds = {r.owner: r.kind for r in self.table.refs}
@@ -127,7 +133,8 @@ class Engine:
             e.signature for h in hypotheses for e in h.explains
         }
         explained_lines = {
-            (h.line.input, h.line.number) for h in sig_hits
+            (h.line.input, h.line.number)
+            for h in sig_hits
             if h.signature in fired and h.role in ("decisive", "supporting")
         }
         tracebacks = group_tracebacks(salient_hits)
@@ -138,8 +145,16 @@ class Engine:
             fmt = detect_format(samples.get(src.name, [])) if src.fmt == "plain" else src.fmt
             if src.lines == 0 and not src.skipped:
                 src.skipped = "empty"
-            inputs.append(InputInfo(name=src.name, lines=src.lines, format=fmt, bytes=src.bytes,
-                                    digest=digests.get(src.name), skipped=src.skipped))
+            inputs.append(
+                InputInfo(
+                    name=src.name,
+                    lines=src.lines,
+                    format=fmt,
+                    bytes=src.bytes,
+                    digest=digests.get(src.name),
+                    skipped=src.skipped,
+                )
+            )
             if src.skipped:
                 skipped.append({"input": src.name, "reason": src.skipped})
             skipped.extend({"input": src.name, "reason": note} for note in src.notes)
@@ -148,8 +163,13 @@ class Engine:
             facts=facts,
             hypotheses=hypotheses,
             unrecognized=[
-                Unrecognized(input=u.line.input, line=u.line.number, text=u.line.raw[:2000],
-                             fingerprint=u.fingerprint, count=u.count)
+                Unrecognized(
+                    input=u.line.input,
+                    line=u.line.number,
+                    text=u.line.raw[:2000],
+                    fingerprint=u.fingerprint,
+                    count=u.count,
+                )
                 for u in loose
             ],
             skipped=skipped,
@@ -181,7 +201,9 @@ def _sample(data: bytes, name: str, first_line: int) -> list[Line]:
     """Frame the first lines of an input to name its format (cheap: a few hundred lines)."""
     head = data[: 1 << 16].decode("utf-8", "replace")
     out = []
-    for i, raw in enumerate(head.replace("\r\n", "\n").replace("\r", "\n").split("\n")[:FORMAT_SAMPLE_LINES]):
+    for i, raw in enumerate(
+        head.replace("\r\n", "\n").replace("\r", "\n").split("\n")[:FORMAT_SAMPLE_LINES]
+    ):
         if raw.strip():
             out.append(frame_line(Line(input=name, number=first_line + i, raw=raw)))
     return out

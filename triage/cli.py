@@ -11,17 +11,25 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from triage import __version__
 from triage.render import Format
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="triage subcommands (run `triage --help` for log triage itself)")
-kb_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                     help="The knowledge base: lint, eval, docs, search, show, build.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="triage subcommands (run `triage --help` for log triage itself)",
+)
+kb_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="The knowledge base: lint, eval, docs, search, show, build.",
+)
 app.add_typer(kb_app, name="kb")
 
 SUBCOMMANDS = {"kb"}
@@ -29,18 +37,26 @@ SUBCOMMANDS = {"kb"}
 # Subcommands that live with their feature: name -> module exposing `APPS: dict[str, typer.Typer]`.
 # Each app is run with the remaining arguments, so features stay in their own files.
 PLUGIN_COMMANDS: dict[str, str] = {
-    "comment": "triage.bot.cli", "bot": "triage.bot.cli", "serve": "triage.bot.cli",
-    "run": "triage.bot.cli", "watch": "triage.bot.cli",
-    "history": "triage.history.cli", "stats": "triage.history.cli",
-    "unknown": "triage.history.cli", "draft": "triage.history.cli",
+    "comment": "triage.bot.cli",
+    "bot": "triage.bot.cli",
+    "serve": "triage.bot.cli",
+    "run": "triage.bot.cli",
+    "watch": "triage.bot.cli",
+    "history": "triage.history.cli",
+    "stats": "triage.history.cli",
+    "unknown": "triage.history.cli",
+    "draft": "triage.history.cli",
     "feedback": "triage.history.cli",
-    "lint": "triage.preflight.cli", "probe": "triage.preflight.cli",
+    "lint": "triage.preflight.cli",
+    "probe": "triage.preflight.cli",
     "bench": "triage.benchmarks.cli",
 }
 # `triage kb <name>` subcommands provided by another module the same way.
 KB_PLUGIN_COMMANDS: dict[str, str] = {
-    "build": "triage.kb.commands", "search": "triage.kb.commands",
-    "show": "triage.kb.commands", "stats": "triage.kb.commands",
+    "build": "triage.kb.commands",
+    "search": "triage.kb.commands",
+    "show": "triage.kb.commands",
+    "stats": "triage.kb.commands",
 }
 
 
@@ -54,6 +70,7 @@ def _run_plugin(module_name: str, name: str, args: list[str], prog: str) -> None
         sys.exit(EXIT_USAGE)
     sub = module.APPS[name]
     sub(args=args, prog_name=prog, standalone_mode=True)
+
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -70,27 +87,59 @@ def _version_callback(value: bool) -> None:
     if value:
         from triage.scanners import available_engines
 
-        typer.echo(f"triage {__version__} (scanner: {available_engines()[0]}; "
-                   f"available: {', '.join(available_engines())})")
+        typer.echo(
+            f"triage {__version__} (scanner: {available_engines()[0]}; "
+            f"available: {', '.join(available_engines())})"
+        )
         raise typer.Exit(0)
 
 
 @triage_app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def triage_command(
-    inputs: Annotated[Optional[list[str]], typer.Argument(
-        help="Log files, run directories, .gz/.zst files, or '-' for stdin (default: stdin)")] = None,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Log files, run directories, .gz/.zst files, or '-' for stdin (default: stdin)"
+        ),
+    ] = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output format")] = Format.text,
-    explain: Annotated[bool, typer.Option("--explain", help="Show the terms of every score")] = False,
-    color: Annotated[Optional[bool], typer.Option("--color/--no-color", help="Force colour on or off")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="Scanner: hyperscan, re2 or re")] = None,
-    signatures: Annotated[Optional[Path], typer.Option("--signatures", help="Signature directory")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=64, help="Worker processes for large files")] = 1,
-    max_decompressed_mib: Annotated[int, typer.Option("--max-decompressed", help="Limit for .gz/.zst input, MiB")] = 4096,
-    no_history: Annotated[bool, typer.Option("--no-history", help="Do not record this run in the history database")] = False,
-    db: Annotated[Optional[Path], typer.Option("--db", envvar="TRIAGE_DB", help="History database (default: user data dir)")] = None,
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id to record with the history")] = None,
-    version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
-                                          help="Show version and scanning engine")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show the terms of every score")
+    ] = False,
+    color: Annotated[
+        bool | None, typer.Option("--color/--no-color", help="Force colour on or off")
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="Scanner: hyperscan, re2 or re")
+    ] = None,
+    signatures: Annotated[
+        Path | None, typer.Option("--signatures", help="Signature directory")
+    ] = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, max=64, help="Worker processes for large files")
+    ] = 1,
+    max_decompressed_mib: Annotated[
+        int, typer.Option("--max-decompressed", help="Limit for .gz/.zst input, MiB")
+    ] = 4096,
+    no_history: Annotated[
+        bool, typer.Option("--no-history", help="Do not record this run in the history database")
+    ] = False,
+    db: Annotated[
+        Path | None,
+        typer.Option("--db", envvar="TRIAGE_DB", help="History database (default: user data dir)"),
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id to record with the history")
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Show version and scanning engine",
+        ),
+    ] = False,
 ) -> None:
     """Triage LLM-serving logs: what broke, in which layer, the lines that show it, what to try."""
     from triage.api import Engine, RunOptions, load_kb
@@ -101,7 +150,9 @@ def triage_command(
         raise _fail("no input: give a log file, a directory, or pipe a log on stdin (see --help)")
     try:
         kb = load_kb(signatures)
-        eng = Engine(kb, RunOptions(engine=engine, max_decompressed=max_decompressed_mib << 20, jobs=jobs))
+        eng = Engine(
+            kb, RunOptions(engine=engine, max_decompressed=max_decompressed_mib << 20, jobs=jobs)
+        )
         report = eng.run(args)
     except InputError as exc:
         raise _fail(str(exc)) from None
@@ -133,8 +184,11 @@ def _emit(report: object, fmt: Format, explain: bool, color: bool | None) -> Non
 
     assert isinstance(report, Report)
     if fmt is Format.json or fmt is Format.jsonl:
-        sys.stdout.write(render_json(report, explain=explain) if fmt is Format.json
-                         else render_json(report, explain=explain).replace("\n", " ") + "\n")
+        sys.stdout.write(
+            render_json(report, explain=explain)
+            if fmt is Format.json
+            else render_json(report, explain=explain).replace("\n", " ") + "\n"
+        )
     elif fmt is Format.markdown:
         sys.stdout.write(render_markdown(report))
     else:
@@ -144,7 +198,7 @@ def _emit(report: object, fmt: Format, explain: bool, color: bool | None) -> Non
 
 @kb_app.command("lint")
 def kb_lint(
-    root: Annotated[Optional[Path], typer.Argument(help="Signature directory")] = None,
+    root: Annotated[Path | None, typer.Argument(help="Signature directory")] = None,
     fast: Annotated[bool, typer.Option("--fast", help="Skip the adversarial timing check")] = False,
 ) -> None:
     """Check every signature: schema, portable regexes, linear time, examples, generic patterns, overlaps."""
@@ -184,7 +238,9 @@ def kb_export_patterns(
 
 @kb_app.command("docs")
 def kb_docs(
-    check: Annotated[bool, typer.Option("--check", help="Fail if docs/signatures.md is stale")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Fail if docs/signatures.md is stale")
+    ] = False,
     output: Annotated[Path, typer.Option("--output", "-o")] = Path("docs/signatures.md"),
 ) -> None:
     """Generate docs/signatures.md from the YAML."""
@@ -208,12 +264,12 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("COLUMNS", "110")
     try:
-        if args and args[0] in PLUGIN_COMMANDS and not Path(args[0]).exists():
+        # Subcommand names win over files of the same name: triage a file called `bench` as `./bench`.
+        if args and args[0] in PLUGIN_COMMANDS:
             _run_plugin(PLUGIN_COMMANDS[args[0]], args[0], args[1:], f"triage {args[0]}")
-        elif (len(args) > 1 and args[0] == "kb" and args[1] in KB_PLUGIN_COMMANDS
-              and not Path(args[0]).exists()):
+        elif len(args) > 1 and args[0] == "kb" and args[1] in KB_PLUGIN_COMMANDS:
             _run_plugin(KB_PLUGIN_COMMANDS[args[1]], args[1], args[2:], f"triage kb {args[1]}")
-        elif args and args[0] in SUBCOMMANDS and not Path(args[0]).exists():
+        elif args and args[0] in SUBCOMMANDS:
             app(args=args, prog_name="triage", standalone_mode=True)
         else:
             triage_app(args=args, prog_name="triage", standalone_mode=True)

@@ -57,7 +57,9 @@ def corpus_cases(root: Path) -> list[tuple[Path, Path, dict[str, Any]]]:
     return out
 
 
-def judge(report: Report, expect: dict[str, Any], aliases: dict[str, str]) -> tuple[bool, bool, bool, bool]:
+def judge(
+    report: Report, expect: dict[str, Any], aliases: dict[str, str]
+) -> tuple[bool, bool, bool, bool]:
     """(top1 with evidence on the line, in top 3, silent, false alarm)."""
     expected = expect.get("top")
     line = expect.get("line")
@@ -67,9 +69,14 @@ def judge(report: Report, expect: dict[str, Any], aliases: dict[str, str]) -> tu
         false_alarm = any(h.severity == "error" for h in hyps) or bool(report.unrecognized)
         return False, False, False, false_alarm
     names = [aliases.get(h.signature, h.signature) for h in hyps]
-    top1 = bool(hyps) and names[0] == expected and (
-        line is None or any(e.line == line for e in hyps[0].evidence)
-        or any(line in x.lines for x in hyps[0].explains if x.signature == expected)
+    top1 = (
+        bool(hyps)
+        and names[0] == expected
+        and (
+            line is None
+            or any(e.line == line for e in hyps[0].evidence)
+            or any(line in x.lines for x in hyps[0].explains if x.signature == expected)
+        )
     )
     in_top3 = expected in names[:3] or any(expected in h.alternatives for h in hyps[:3])
     return top1, in_top3, silent, False
@@ -87,15 +94,40 @@ def evaluate(root: Path, kb: KnowledgeBase | None = None) -> EvalResult:
         try:
             report = engine.run([str(log)])
         except Exception as exc:  # a crash is a miss, recorded with its reason
-            result.cases.append(CaseResult(str(log), "?", expected, expect.get("line"), None, [],
-                                           False, False, True, False, note=f"crash: {exc}"))
+            result.cases.append(
+                CaseResult(
+                    str(log),
+                    "?",
+                    expected,
+                    expect.get("line"),
+                    None,
+                    [],
+                    False,
+                    False,
+                    True,
+                    False,
+                    note=f"crash: {exc}",
+                )
+            )
             continue
         top1, top3, silent, false_alarm = judge(report, expect, aliases)
         top = report.hypotheses[0].signature if report.hypotheses else None
         top_lines = [e.line for e in report.hypotheses[0].evidence] if report.hypotheses else []
         layer = layers.get(expected, log.parent.name) if expected else "healthy"
-        result.cases.append(CaseResult(str(log), layer, expected, expect.get("line"), top, top_lines,
-                                       top3, top1, silent, false_alarm))
+        result.cases.append(
+            CaseResult(
+                str(log),
+                layer,
+                expected,
+                expect.get("line"),
+                top,
+                top_lines,
+                top3,
+                top1,
+                silent,
+                false_alarm,
+            )
+        )
     return result
 
 
@@ -115,17 +147,23 @@ def format_eval(result: EvalResult, verbose: bool = False) -> str:
         cs = by_layer.get(layer, [])
         if not cs:
             continue
-        rows.append(f"{layer:<10} {len(cs):>5}  {_pct(sum(c.top1 for c in cs), len(cs)):>18}  "
-                    f"{_pct(sum(c.in_top3 for c in cs), len(cs)):>18}  "
-                    f"{_pct(sum(c.silent for c in cs), len(cs)):>16}")
+        rows.append(
+            f"{layer:<10} {len(cs):>5}  {_pct(sum(c.top1 for c in cs), len(cs)):>18}  "
+            f"{_pct(sum(c.in_top3 for c in cs), len(cs)):>18}  "
+            f"{_pct(sum(c.silent for c in cs), len(cs)):>16}"
+        )
     cs = result.failing()
-    rows.append(f"{'overall':<10} {len(cs):>5}  {_pct(sum(c.top1 for c in cs), len(cs)):>18}  "
-                f"{_pct(sum(c.in_top3 for c in cs), len(cs)):>18}  "
-                f"{_pct(sum(c.silent for c in cs), len(cs)):>16}")
+    rows.append(
+        f"{'overall':<10} {len(cs):>5}  {_pct(sum(c.top1 for c in cs), len(cs)):>18}  "
+        f"{_pct(sum(c.in_top3 for c in cs), len(cs)):>18}  "
+        f"{_pct(sum(c.silent for c in cs), len(cs)):>16}"
+    )
     hs = result.healthy()
     rows.append("")
-    rows.append(f"healthy logs: {len(hs)}; false alarms (error hypothesis or unrecognized failure): "
-                f"{_pct(sum(c.false_alarm for c in hs), len(hs))}")
+    rows.append(
+        f"healthy logs: {len(hs)}; false alarms (error hypothesis or unrecognized failure): "
+        f"{_pct(sum(c.false_alarm for c in hs), len(hs))}"
+    )
     misses = [c for c in cs if not c.top1] + [c for c in hs if c.false_alarm]
     if verbose and misses:
         rows.append("")
@@ -134,6 +172,8 @@ def format_eval(result: EvalResult, verbose: bool = False) -> str:
             if c.expected is None:
                 rows.append(f"  FALSE ALARM {c.case}: top={c.top}")
             else:
-                rows.append(f"  {c.case}: expected {c.expected}@{c.expected_line}, got {c.top} "
-                            f"lines {c.top_lines[:5]} {c.note}")
+                rows.append(
+                    f"  {c.case}: expected {c.expected}@{c.expected_line}, got {c.top} "
+                    f"lines {c.top_lines[:5]} {c.note}"
+                )
     return "\n".join(rows)

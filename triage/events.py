@@ -20,11 +20,20 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
     ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|\n|$)"),
     # process exits reported by supervisors (systemd, docker, kubelet, Slurm)
-    ("exit", r"(?:Main process exited, code=(?:exited|killed|dumped)|exited with (?:exit )?code [1-9]|Exit Code: *[1-9]|status=[1-9][0-9]*/[A-Z])"),
+    (
+        "exit",
+        r"(?:Main process exited, code=(?:exited|killed|dumped)|exited with (?:exit )?code [1-9]|Exit Code: *[1-9]|status=[1-9][0-9]*/[A-Z])",
+    ),
     # fatal process deaths
-    ("fatal", r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ )"),
+    (
+        "fatal",
+        r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ )",
+    ),
     # kernel faults and GPU driver events
-    ("kernel", r"(?:NVRM: Xid|BUG: |general protection fault|Kernel panic|Out of memory: Killed process|blocked for more than [0-9]+ seconds|DMAR: \[DMA|IO_PAGE_FAULT|mce: \[Hardware Error\]|has fallen off the bus)"),
+    (
+        "kernel",
+        r"(?:NVRM: Xid|BUG: |general protection fault|Kernel panic|Out of memory: Killed process|blocked for more than [0-9]+ seconds|DMAR: \[DMA|IO_PAGE_FAULT|mce: \[Hardware Error\]|has fallen off the bus)",
+    ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
     # the start of a Python traceback (groups the frames that follow)
@@ -33,7 +42,13 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 # Exception classes that are warnings or control flow, not failures.
-_BENIGN_EXCEPTIONS = ("Warning:", "StopIteration", "KeyboardInterrupt", "CancelledError", "GeneratorExit")
+_BENIGN_EXCEPTIONS = (
+    "Warning:",
+    "StopIteration",
+    "KeyboardInterrupt",
+    "CancelledError",
+    "GeneratorExit",
+)
 
 
 def process_key(line: Line) -> str:
@@ -99,7 +114,9 @@ class UnexplainedLine:
 
 
 def unexplained(
-    salient: list[Hit], explained_lines: set[tuple[str, int]], tracebacks: list[Traceback],
+    salient: list[Hit],
+    explained_lines: set[tuple[str, int]],
+    tracebacks: list[Traceback],
     limit: int = 20,
 ) -> list[UnexplainedLine]:
     """Salient lines no signature accounts for, folded by fingerprint."""
@@ -126,7 +143,11 @@ def unexplained(
         text = line.message or line.text
         if any(b in text for b in _BENIGN_EXCEPTIONS):
             continue
-        if hit.signature == "exception" and line.level in ("INFO", "DEBUG", "WARNING") and not _looks_raised(text):
+        if (
+            hit.signature == "exception"
+            and line.level in ("INFO", "DEBUG", "WARNING")
+            and not _looks_raised(text)
+        ):
             continue  # an INFO/WARNING line that merely names an exception class
         key = process_key(line)
         if any(a <= line.number <= b for a, b in spans.get(key, ())):
@@ -146,4 +167,4 @@ def unexplained(
 def _looks_raised(text: str) -> bool:
     """An exception line as a traceback ends it: 'SomeError: message' at the start of the message."""
     head = text.split(":", 1)[0]
-    return (head.endswith(("Error", "Exception")) and " " not in head.strip())
+    return head.endswith(("Error", "Exception")) and " " not in head.strip()

@@ -20,8 +20,14 @@ from triage.models import Hit
 FACT_PATTERNS: tuple[tuple[str, str], ...] = (
     # keep-sorted start
     ("available_kv_gib", r"Available KV cache memory: (?P<v>-?[0-9.]+) ?GiB"),
-    ("cuda_version", r"CUDA (?:used to build PyTorch|Version|runtime version)\s*:?\s*(?P<v>[0-9]+\.[0-9]+)"),
-    ("driver_version", r"(?:Driver Version|Nvidia driver version|NVIDIA UNIX x86_64 Kernel Module)\s*:?\s+(?P<v>[0-9]{3}\.[0-9]+(?:\.[0-9]+)?)"),
+    (
+        "cuda_version",
+        r"CUDA (?:used to build PyTorch|Version|runtime version)\s*:?\s*(?P<v>[0-9]+\.[0-9]+)",
+    ),
+    (
+        "driver_version",
+        r"(?:Driver Version|Nvidia driver version|NVIDIA UNIX x86_64 Kernel Module)\s*:?\s+(?P<v>[0-9]{3}\.[0-9]+(?:\.[0-9]+)?)",
+    ),
     ("gpu", r"GPU \d+: (?P<v>NVIDIA [A-Za-z0-9][\w -]{0,40}\w)"),
     ("gpu", r"(?:Device name|device_name|GPU model)\s*[:=]\s*'?(?P<v>NVIDIA [\w -]{2,40}?)['\s,]"),
     ("gpu_memory_utilization", r"gpu_memory_utilization['\"]?\s*[:=]\s*(?P<v>[0-9.]+)"),
@@ -29,14 +35,20 @@ FACT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("launch_args", r"non-default args: (?P<v>\{.*\})"),
     ("launch_namespace", r"args: Namespace\((?P<v>.*)\)"),
     ("max_model_len", r"max_seq_len=(?P<v>[0-9]+)"),
-    ("model", r"Initializing an? (?:V[01] )?LLM engine \(v[^)]*\) with config: model='(?P<v>[^']{1,200})'"),
+    (
+        "model",
+        r"Initializing an? (?:V[01] )?LLM engine \(v[^)]*\) with config: model='(?P<v>[^']{1,200})'",
+    ),
     ("model", r"Load weight end\. type=(?P<v>\w+)"),
     ("model_loading_gib", r"Model loading took (?P<v>[0-9.]+) ?(?:GiB|GB)"),
     ("model_loading_gib", r"Loading model weights took (?P<v>[0-9.]+) ?(?:GiB|GB)"),
     ("nccl_version", r"NCCL version (?P<v>[0-9]+\.[0-9]+\.[0-9]+)"),
     ("ready", r"(?P<v>Application startup complete|The server is fired up and ready to roll)"),
     ("sglang_version", r"sglang(?:==|\s+version\s*:?\s*|: )(?P<v>[0-9]+\.[0-9]+\.[0-9]+\S*)"),
-    ("torch_version", r"(?:PyTorch version|torch==|torch version)\s*:?\s*(?P<v>[0-9]+\.[0-9]+\.[0-9]+)"),
+    (
+        "torch_version",
+        r"(?:PyTorch version|torch==|torch version)\s*:?\s*(?P<v>[0-9]+\.[0-9]+\.[0-9]+)",
+    ),
     ("vllm_version", r"vLLM API server version (?P<v>[0-9][0-9A-Za-z.+-]*)"),
     ("vllm_version", r"LLM engine \(v(?P<v>[0-9][0-9A-Za-z.+-]*)\)"),
     ("vllm_version", r"vLLM Version: (?P<v>[0-9][0-9A-Za-z.+-]*)"),
@@ -46,7 +58,10 @@ FACT_PATTERNS: tuple[tuple[str, str], ...] = (
 
 # The periodic stats line: one per 10 s per engine, so it is scanned only when a time series is
 # wanted (run directories, benchmarks: RunOptions(stats=True)), not on every triage.
-STATS_PATTERN = ("stats", r"Avg prompt throughput: (?P<prompt_tps>[0-9.]+) tokens/s, Avg generation throughput: (?P<gen_tps>[0-9.]+) tokens/s")
+STATS_PATTERN = (
+    "stats",
+    r"Avg prompt throughput: (?P<prompt_tps>[0-9.]+) tokens/s, Avg generation throughput: (?P<gen_tps>[0-9.]+) tokens/s",
+)
 
 _STATS_FIELDS = re.compile(
     r"(?P<key>Running|Waiting|Swapped|Pending|GPU KV cache usage|Prefix cache hit rate|CPU KV cache usage)"
@@ -56,10 +71,25 @@ _NAMESPACE_ITEM = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,()]+)")
 
 # Launch arguments worth surfacing as first-class facts.
 _ARG_FACTS = (
-    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_expert_parallel",
-    "gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-    "kv_cache_dtype", "quantization", "dtype", "attention_backend", "enforce_eager", "model",
-    "speculative_config", "cpu_offload_gb", "kv_offloading_size", "tp_size", "dp_size",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "enable_expert_parallel",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_dtype",
+    "quantization",
+    "dtype",
+    "attention_backend",
+    "enforce_eager",
+    "model",
+    "speculative_config",
+    "cpu_offload_gb",
+    "kv_offloading_size",
+    "tp_size",
+    "dp_size",
     "mem_fraction_static",
 )
 
@@ -187,6 +217,10 @@ def condition_holds(facts: dict[str, Any], key: str, condition: str) -> bool | N
         left_s, right_s = str(value), want
         return {"==": left_s == right_s, "!=": left_s != right_s}.get(op)
     return {
-        "==": left == right, "!=": left != right, ">=": left >= right,
-        "<=": left <= right, ">": left > right, "<": left < right,
+        "==": left == right,
+        "!=": left != right,
+        ">=": left >= right,
+        "<=": left <= right,
+        ">": left > right,
+        "<": left < right,
     }[op]

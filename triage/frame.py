@@ -23,22 +23,34 @@ _OUTER: tuple[tuple[str, re.Pattern[str]], ...] = (
     # `gh run view --log`: job<TAB>step<TAB> before the Actions timestamp
     ("gh-run", re.compile(r"^[^\t\n]{1,200}\t[^\t\n]{1,200}\t(?=\d{4}-\d\d-\d\dT)")),
     # GitHub Actions / docker -t / kubectl --timestamps / CRI files: RFC 3339 stamp
-    ("timestamp", re.compile(
-        r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
-        r"(?:(?:stdout|stderr) [FP] )?")),
+    (
+        "timestamp",
+        re.compile(
+            r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
+            r"(?:(?:stdout|stderr) [FP] )?"
+        ),
+    ),
     # kubectl logs --prefix
     ("kubectl-prefix", re.compile(r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] ")),
     # docker compose: "vllm-1  | ", compose v1 "vllm_1 | "
     ("compose", re.compile(r"^(?P<service>[A-Za-z0-9][\w.-]{0,62}?)(?:[-_]\d{1,3})? {0,40}\| ")),
     # journalctl short / short-precise / short-iso / short-monotonic, incl. `journalctl -k`
-    ("journal", re.compile(
-        r"^(?P<ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?"
-        r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?"
-        r"|\[ *\d+\.\d+\]) (?P<host>[\w.-]+) (?P<unit>[\w@.:/-]+?)(?:\[(?P<pid>\d+)\])?: ")),
+    (
+        "journal",
+        re.compile(
+            r"^(?P<ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?"
+            r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+            r"|\[ *\d+\.\d+\]) (?P<host>[\w.-]+) (?P<unit>[\w@.:/-]+?)(?:\[(?P<pid>\d+)\])?: "
+        ),
+    ),
     # dmesg: raw, -T (ctime) and --time-format iso
-    ("dmesg", re.compile(
-        r"^(?:\[ *(?P<ts>\d+\.\d+)\]|\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d "
-        r"\d\d:\d\d:\d\d \d{4})\]|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d)) ?")),
+    (
+        "dmesg",
+        re.compile(
+            r"^(?:\[ *(?P<ts>\d+\.\d+)\]|\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d "
+            r"\d\d:\d\d:\d\d \d{4})\]|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d)) ?"
+        ),
+    ),
 )
 
 _PROCESS = re.compile(
@@ -51,23 +63,43 @@ _RAY_REPEAT = re.compile(r" \[repeated (?P<n>\d+)x across cluster\]\s*$")
 
 _HEADERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # vLLM: "INFO 04-28 15:55:45 worker.py:157] " and "INFO 10-25 13:08:43 [core.py:708] "
-    ("vllm", re.compile(
-        r"^(?:\S+ )?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
-        r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?(?P<file>[\w./-]+:\d+)\] ")),
+    (
+        "vllm",
+        re.compile(
+            r"^(?:\S+ )?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+            r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?(?P<file>[\w./-]+:\d+)\] "
+        ),
+    ),
     # PyTorch c10 glog style: "[E1129 18:43:39.85 ProcessGroupNCCL.cpp:689] "
-    ("torch-c10", re.compile(
-        r"^\[(?P<level>[IWEF])(?P<md>\d{4}) (?P<ts>\d\d:\d\d:\d\d(?:\.\d+)?)(?: \d+)? "
-        r"(?P<file>[\w.]+:\d+)\] ")),
+    (
+        "torch-c10",
+        re.compile(
+            r"^\[(?P<level>[IWEF])(?P<md>\d{4}) (?P<ts>\d\d:\d\d:\d\d(?:\.\d+)?)(?: \d+)? "
+            r"(?P<file>[\w.]+:\d+)\] "
+        ),
+    ),
     # NCCL debug: "host:pid:tid [0] NCCL WARN "
-    ("nccl", re.compile(
-        r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>INFO|WARN|TRACE|ERROR) ")),
+    (
+        "nccl",
+        re.compile(
+            r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>INFO|WARN|TRACE|ERROR) "
+        ),
+    ),
     # SGLang: "[2025-09-03 18:33:18 TP0] " / "[2025-09-03 18:33:18 DP2 TP2] " / "[2025-11-11 04:05:43] "
-    ("sglang", re.compile(
-        r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<ranks>(?: [A-Z]{2,4}\d+){0,4})\] ")),
+    (
+        "sglang",
+        re.compile(
+            r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<ranks>(?: [A-Z]{2,4}\d+){0,4})\] "
+        ),
+    ),
     # Python logging default: "2025-03-27 21:33:31,320 - INFO - name: "
-    ("python-logging", re.compile(
-        r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d{3}) - (?:(?P<name>[\w.]+) - )?"
-        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - ")),
+    (
+        "python-logging",
+        re.compile(
+            r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d{3}) - (?:(?P<name>[\w.]+) - )?"
+            r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+        ),
+    ),
     # uvicorn: "INFO:     127.0.0.1:58610 - ..."
     ("uvicorn", re.compile(r"^(?P<level>INFO|WARNING|ERROR|CRITICAL|DEBUG): {1,8}")),
 )
@@ -99,7 +131,7 @@ def frame_line(line: Line) -> Line:
             if ts and not line.timestamp:
                 line.timestamp = ts
             wrappers.append(name)
-            rest = rest[m.end():]
+            rest = rest[m.end() :]
             break
         else:
             break
@@ -111,14 +143,14 @@ def frame_line(line: Line) -> Line:
                 line.process = f"{line.process} rank={m.group('rank')}"
             line.pid = m.group("pid")
             wrappers.append("process")
-            rest = rest[m.end():]
+            rest = rest[m.end() :]
             continue
         m = _RANK_TAG.match(rest) or _STAGE_TAG.match(rest)
         if m:
             if "rank" in m.groupdict() and m.group("rank"):
                 line.process = line.process or m.group("rank")
             wrappers.append("tag")
-            rest = rest[m.end():]
+            rest = rest[m.end() :]
             continue
         break
     for name, pattern in _HEADERS:
@@ -137,7 +169,7 @@ def frame_line(line: Line) -> Line:
         if name == "sglang" and groups.get("ranks"):
             line.process = line.process or groups["ranks"].strip()
         wrappers.append(name)
-        rest = rest[m.end():]
+        rest = rest[m.end() :]
         break
     m = _RAY_REPEAT.search(rest)
     if m:

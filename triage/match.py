@@ -88,7 +88,8 @@ class Matcher:
         self._decided: set[str] = set()  # signatures with a confirmed decisive hit
         self._pending: dict[str, deque[tuple[str, int, bytes, list[int]]]] = {}
         self._eager = [
-            not (r.kind == "diff" or (r.kind == "sig" and r.role == "supporting")) for r in table.refs
+            not (r.kind == "diff" or (r.kind == "sig" and r.role == "supporting"))
+            for r in table.refs
         ]
 
     @property
@@ -103,20 +104,30 @@ class Matcher:
         by_line = _locate(segment.data, raw_hits)
         refs = self.table.refs
         for (start, end, number_offset), pattern_ids in by_line:
-            eager = [pid for pid in pattern_ids
-                     if self._eager[pid] or refs[pid].owner in self._decided]
+            eager = [
+                pid for pid in pattern_ids if self._eager[pid] or refs[pid].owner in self._decided
+            ]
             number = segment.first_line + number_offset
             if len(eager) < len(pattern_ids):
                 waiting = [pid for pid in pattern_ids if pid not in eager]
-                raw = segment.data[start:min(end, start + MAX_PENDING_LINE)]
+                raw = segment.data[start : min(end, start + MAX_PENDING_LINE)]
                 for owner in {refs[pid].owner for pid in waiting}:
                     queue = self._pending.setdefault(owner, deque(maxlen=PENDING_PER_SIGNATURE))
-                    queue.append((segment.input, number, raw,
-                                  [pid for pid in waiting if refs[pid].owner == owner]))
+                    queue.append(
+                        (
+                            segment.input,
+                            number,
+                            raw,
+                            [pid for pid in waiting if refs[pid].owner == owner],
+                        )
+                    )
             if not eager:
                 continue
-            line = Line(input=segment.input, number=number,
-                        raw=segment.data[start:end].decode("utf-8", "replace"))
+            line = Line(
+                input=segment.input,
+                number=number,
+                raw=segment.data[start:end].decode("utf-8", "replace"),
+            )
             frame_line(line)
             self._confirm(line, sorted(eager))
 

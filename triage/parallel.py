@@ -76,9 +76,17 @@ def _scan_range(args: tuple[str, str, int, int]) -> RangeResult:
         matcher.feed(seg)
         last = seg.data[-1:] if seg.data else last
     pending = {owner: list(q) for owner, q in matcher._pending.items()}
-    return RangeResult(source.lines, source.bytes, matcher.result.hits, dict(matcher.result.counts),
-                       set(matcher._decided), pending, source.notes, source.fmt,
-                       last in (b"\n", b"\r"))
+    return RangeResult(
+        source.lines,
+        source.bytes,
+        matcher.result.hits,
+        dict(matcher.result.counts),
+        set(matcher._decided),
+        pending,
+        source.notes,
+        source.fmt,
+        last in (b"\n", b"\r"),
+    )
 
 
 def scan_parallel(engine: Engine, matcher: Matcher, source: Source, path: Path, jobs: int) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 
 from triage.events import Evidence, fold_evidence
 from triage.facts import condition_holds, parse_version
-from triage.textutil import mask
 from triage.kb.schema import Signature, VersionRange
 from triage.models import (
     DifferentialOut,
@@ -24,6 +23,7 @@ from triage.models import (
     Hit,
     Hypothesis,
 )
+from triage.textutil import mask
 
 SEVERITY_BASE = {"error": 0.55, "warning": 0.30, "info": 0.10}
 LAYER_BONUS = {"node": 0.10, "harness": 0.05, "engine": 0.0, "model": 0.0}
@@ -32,17 +32,38 @@ OUT_OF_RANGE_FACTOR = 0.6
 MAX_EVIDENCE = 12
 
 _FACT_FOR_COMPONENT = {
-    "vllm": "vllm_version", "sglang": "sglang_version", "torch": "torch_version",
-    "cuda": "cuda_version", "driver": "driver_version", "nccl": "nccl_version",
+    "vllm": "vllm_version",
+    "sglang": "sglang_version",
+    "torch": "torch_version",
+    "cuda": "cuda_version",
+    "driver": "driver_version",
+    "nccl": "nccl_version",
 }
 
 # GPU marketing names to compute capability (for applies_to.gpu_arch).
 _GPU_ARCH = (
-    ("GB10", "sm121"), ("GB200", "sm100"), ("B200", "sm100"), ("B100", "sm100"),
-    ("H100", "sm90"), ("H200", "sm90"), ("H800", "sm90"), ("H20", "sm90"), ("GH200", "sm90"),
-    ("L40", "sm89"), ("L4", "sm89"), ("4090", "sm89"), ("RTX 6000 Ada", "sm89"),
-    ("A100", "sm80"), ("A800", "sm80"), ("A30", "sm80"), ("A10", "sm86"), ("A40", "sm86"),
-    ("3090", "sm86"), ("A6000", "sm86"), ("T4", "sm75"), ("V100", "sm70"),
+    ("GB10", "sm121"),
+    ("GB200", "sm100"),
+    ("B200", "sm100"),
+    ("B100", "sm100"),
+    ("H100", "sm90"),
+    ("H200", "sm90"),
+    ("H800", "sm90"),
+    ("H20", "sm90"),
+    ("GH200", "sm90"),
+    ("L40", "sm89"),
+    ("L4", "sm89"),
+    ("4090", "sm89"),
+    ("RTX 6000 Ada", "sm89"),
+    ("A100", "sm80"),
+    ("A800", "sm80"),
+    ("A30", "sm80"),
+    ("A10", "sm86"),
+    ("A40", "sm86"),
+    ("3090", "sm86"),
+    ("A6000", "sm86"),
+    ("T4", "sm75"),
+    ("V100", "sm70"),
 )
 
 
@@ -91,9 +112,7 @@ def applicability(sig: Signature, facts: dict[str, Any]) -> str | None:
         fact = _FACT_FOR_COMPONENT.get(component)
         value = facts.get(fact) if fact else None
         if isinstance(value, str) and _in_range(value, rng) is False:
-            bounds = ", ".join(
-                f"{k} {v}" for k, v in rng.model_dump().items() if v is not None
-            )
+            bounds = ", ".join(f"{k} {v}" for k, v in rng.model_dump().items() if v is not None)
             return f"{component} {value} is outside the affected range ({bounds})"
     gpu = facts.get("gpu")
     if sig.applies_to.gpu_arch and isinstance(gpu, str):
@@ -121,14 +140,18 @@ def build_candidates(signatures: dict[str, Signature], hits: Sequence[Hit]) -> l
         if not cand.decisive:
             continue  # supporting evidence never fires alone
         decisive_at = {(h.line.input, h.line.number) for h in cand.decisive}
-        cand.supporting = [h for h in cand.supporting
-                           if (h.line.input, h.line.number) not in decisive_at]
+        cand.supporting = [
+            h for h in cand.supporting if (h.line.input, h.line.number) not in decisive_at
+        ]
         if cand.sig.window:
             decisive_lines = [(h.line.input, h.line.number) for h in cand.decisive]
             cand.supporting = [
-                h for h in cand.supporting
-                if any(i == h.line.input and abs(n - h.line.number) <= cand.sig.window
-                       for i, n in decisive_lines)
+                h
+                for h in cand.supporting
+                if any(
+                    i == h.line.input and abs(n - h.line.number) <= cand.sig.window
+                    for i, n in decisive_lines
+                )
             ]
         out.append(cand)
     return out
@@ -180,12 +203,17 @@ def differential(cand: Candidate, facts: dict[str, Any]) -> list[DifferentialOut
         favoured = bool(cand.diff_evidence.get(d.branch)) or (
             any(v is True for v in verdicts) and not any(v is False for v in verdicts)
         )
-        out.append(DifferentialOut(branch=d.branch, check=d.check, favoured=favoured,
-                                   why=why, ask=d.ask, probe=d.probe))
+        out.append(
+            DifferentialOut(
+                branch=d.branch, check=d.check, favoured=favoured, why=why, ask=d.ask, probe=d.probe
+            )
+        )
     return out
 
 
-def rank(signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str, Any]) -> list[Hypothesis]:
+def rank(
+    signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str, Any]
+) -> list[Hypothesis]:
     """Order the hypotheses; symptoms explained by a cause move under it."""
     cands = build_candidates(signatures, hits)
     by_id = {c.sig.id: c for c in cands}
@@ -213,13 +241,17 @@ def rank(signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str,
         for cause in ordered:
             if cause.sig.kind == "symptom" or cause.sig.severity != "error":
                 continue
+            if cause.explained_by is not None or cause.sig.id in cand.sig.explains:
+                continue  # never adopt into a cause that is itself explained, nor into its own effect
             cand.explained_by = cause.sig.id
             cause.explains.append(cand)
             break
     for cand in cands:
         if cand.explains:
-            cand.add(min(0.12, 0.04 * len(cand.explains)),
-                     "explains " + ", ".join(c.sig.id for c in cand.explains))
+            cand.add(
+                min(0.12, 0.04 * len(cand.explains)),
+                "explains " + ", ".join(c.sig.id for c in cand.explains),
+            )
     top = [c for c in ordered if c.explained_by is None]
     top.sort(key=lambda c: (-round(c.score, 6), c.first))
     # Several signatures of one family on the very same lines (the generic CUDA OOM and its
@@ -228,8 +260,16 @@ def rank(signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str,
     kept: list[Candidate] = []
     for cand in top:
         lines = {(h.line.input, h.line.number) for h in cand.decisive}
-        leader = next((k for k in kept if k.sig.layer == cand.sig.layer and not cand.supporting
-                       and lines <= {(h.line.input, h.line.number) for h in k.decisive}), None)
+        leader = next(
+            (
+                k
+                for k in kept
+                if k.sig.layer == cand.sig.layer
+                and not cand.supporting
+                and lines <= {(h.line.input, h.line.number) for h in k.decisive}
+            ),
+            None,
+        )
         if leader is not None:
             alternatives[leader.sig.id].append(cand.sig.id)
             continue
@@ -247,8 +287,13 @@ def _evidence(cand: Candidate) -> list[EvidenceOut]:
     for hits in cand.diff_evidence.values():
         evidence += fold_evidence(hits)
     return [
-        EvidenceOut(input=e.line.input, line=e.line.number, text=e.line.raw[:2000],
-                    role=e.role, count=e.count)
+        EvidenceOut(
+            input=e.line.input,
+            line=e.line.number,
+            text=e.line.raw[:2000],
+            role=e.role,
+            count=e.count,
+        )
         for e in evidence[:MAX_EVIDENCE]
     ]
 
@@ -258,8 +303,13 @@ def _hypothesis(rank_no: int, cand: Candidate, facts: dict[str, Any]) -> Hypothe
     diffs = differential(cand, facts)
     favoured = {d.branch for d in diffs if d.favoured}
     fixes = [
-        FixOut(do=f.do, confidence=f.confidence, when=f.when, caveat=f.caveat,
-               likely=f.branch in favoured if f.branch else False)
+        FixOut(
+            do=f.do,
+            confidence=f.confidence,
+            when=f.when,
+            caveat=f.caveat,
+            likely=f.branch in favoured if f.branch else False,
+        )
         for f in sig.fixes
     ]
     if favoured:
@@ -272,8 +322,14 @@ def _hypothesis(rank_no: int, cand: Candidate, facts: dict[str, Any]) -> Hypothe
     explains = []
     for sym in cand.explains:
         lines = sorted({h.line.number for h in sym.decisive})
-        explains.append(ExplainedOut(signature=sym.sig.id, title=sym.sig.title,
-                                     input=sym.decisive[0].line.input, lines=lines[:50]))
+        explains.append(
+            ExplainedOut(
+                signature=sym.sig.id,
+                title=sym.sig.title,
+                input=sym.decisive[0].line.input,
+                lines=lines[:50],
+            )
+        )
     return Hypothesis(
         rank=rank_no,
         signature=sig.id,

@@ -63,9 +63,8 @@ class Source:
 def count_breaks(data: bytes) -> int:
     """Line breaks in data: LF, CRLF and lone CR each count once."""
     n = data.count(b"\n")
-    cr = data.count(b"\r")
-    if cr:
-        n += cr - data.count(b"\r\n")
+    if b"\r" in data:  # a memchr-speed test; CRs are rare outside tqdm bars and vLLM tracebacks
+        n += data.count(b"\r") - data.count(b"\r\n")
     return n
 
 
@@ -193,7 +192,9 @@ def _lines_in(buf: bytes) -> int:
     return n + (0 if buf.endswith((b"\n", b"\r")) else 1)
 
 
-def _emit(chunk: bytes, source: Source, first_line: int, json_mode: bool | None) -> Iterator[Segment]:
+def _emit(
+    chunk: bytes, source: Source, first_line: int, json_mode: bool | None
+) -> Iterator[Segment]:
     if b"\0" in chunk[:SNIFF_BYTES] and source.bytes <= len(chunk) + CHUNK_SIZE:
         nul_share = chunk[:SNIFF_BYTES].count(b"\0") / max(1, min(len(chunk), SNIFF_BYTES))
         if nul_share > 0.1 and not source.binary:
@@ -263,7 +264,9 @@ def _decode_json_lines(chunk: bytes) -> bytes:
             out.append(part)
             continue
         # keep one line per input line: inner line breaks become spaces
-        out.append(text.rstrip("\r\n").replace("\r", " ").replace("\n", " ").encode("utf-8", "replace"))
+        out.append(
+            text.rstrip("\r\n").replace("\r", " ").replace("\n", " ").encode("utf-8", "replace")
+        )
     joined = b"\n".join(out)
     return joined + b"\n" if trailing else joined
 

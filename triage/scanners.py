@@ -144,7 +144,9 @@ class HyperscanScanner:
                 self.prefiltered.append(i)
         db = _hs.Database()
         if exprs:
-            db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+            db.compile(
+                expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags
+            )
         return db
 
     def scan(self, data: bytes) -> list[tuple[int, int]]:

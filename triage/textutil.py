@@ -9,7 +9,9 @@ import re
 
 # Real escape sequences (CSI, OSC) and the ESC-less remnants that survive copy-paste into issues,
 # e.g. "[1;36m(VllmWorker TP0 pid=931083)" or "[0;0m".
-_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]"
+)
 _ANSI_BYTES_RE = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]"
 )
@@ -38,7 +40,12 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # hex addresses and pointers (0x7f..., fault addr ff3de000)
     (re.compile(r"0x[0-9a-fA-F]+"), "<HEX>"),
     # UUIDs (request ids, GPU UUIDs)
-    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<UUID>"),
+    (
+        re.compile(
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+        ),
+        "<UUID>",
+    ),
     # PCI bus ids (0000:3d:00.0, 3d:00.0)
     (re.compile(r"\b(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]\b"), "<PCI>"),
     # file system paths (site-packages differ per host and venv)
@@ -68,5 +75,9 @@ _UNSAFE_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u
 def neutralise(text: str) -> str:
     """Make untrusted text safe to print: escape controls, C1 and bidi characters visibly."""
     text = strip_ansi(text)
-    return _UNSAFE_RE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                          else f"\\u{ord(m.group()):04x}", text)
+    return _UNSAFE_RE.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )

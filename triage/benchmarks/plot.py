@@ -30,12 +30,16 @@ def plot(points: list[Point], findings: list[Finding], ceiling_tps: float, path:
     xs_all: list[float] = []
     ys_all: list[float] = []
     markers = "osD^v<>ph*"
+    # no red in the palette: red is for flagged rows
+    colors = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+              "#bcbd22", "#17becf")
     for i, p in enumerate(points):
         ok = [(float(r.input_len), float(r.ttft_s)) for r in p.successes
               if r.input_len and r.ttft_s and (p.label, r.index) not in flagged]
         if ok:
             ax.scatter([x for x, _ in ok], [y for _, y in ok], s=36, alpha=0.8,
-                       marker=markers[i % len(markers)], label=f"{p.label} ({len(ok)} valid)")
+                       marker=markers[i % len(markers)], color=colors[i % len(colors)],
+                       label=f"{p.label} ({len(ok)} valid)")
         xs_all += [x for x, _ in ok]
         ys_all += [y for _, y in ok]
     bad = [(float(r.input_len), float(r.ttft_s), flagged[(p.label, r.index)], p.label, r.index)
@@ -44,9 +48,18 @@ def plot(points: list[Point], findings: list[Finding], ceiling_tps: float, path:
     if bad:
         ax.scatter([b[0] for b in bad], [b[1] for b in bad], s=110, marker="x", linewidths=2.2,
                    color="#d62728", zorder=5, label=f"flagged ({len(bad)}): see the ledger")
-        for x, y, checks, label, row in bad[:40]:
-            ax.annotate(f"{label}[{row}] {checks[0]}", (x, y), textcoords="offset points",
-                        xytext=(6, -12), fontsize=7, color="#d62728")
+        # one label per point: its flagged rows and their reasons
+        groups: dict[str, list[tuple[float, float, list[str], int]]] = {}
+        for x, y, checks, label, row in bad:
+            groups.setdefault(label, []).append((x, y, checks, row))
+        for k, (label, items) in enumerate(list(groups.items())[:20]):
+            rows = ",".join(str(it[3]) for it in items[:8]) + ("..." if len(items) > 8 else "")
+            reasons = sorted({c for it in items for c in it[2]})
+            x, y = items[0][0], min(it[1] for it in items)
+            ax.annotate(f"{label} rows {rows}: {', '.join(reasons)}", (x, y),
+                        textcoords="offset points", xytext=(-14, -18 - 11 * k), ha="right",
+                        fontsize=7, arrowprops={"arrowstyle": "-", "color": "#d62728", "lw": 0.6},
+                        color="#d62728")
         xs_all += [b[0] for b in bad]
         ys_all += [b[1] for b in bad]
     if xs_all:

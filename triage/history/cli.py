@@ -53,7 +53,8 @@ APPS: dict[str, typer.Typer] = {
 }
 
 DbOption = Annotated[Path | None, typer.Option(
-    "--db", envvar="TRIAGE_DB", help="History database (default: $XDG_DATA_HOME/triage/history.db)")]
+    "--db", envvar="TRIAGE_DB",
+    help="History database (default: $XDG_DATA_HOME/triage/history.db)")]
 SinceOption = Annotated[str | None, typer.Option(
     "--since", help="Only runs newer than this: 30d, 12h, 2w, or a date (2025-01-31)")]
 FormatOption = Annotated[Output, typer.Option("--format", "-f", help="text or json")]
@@ -110,9 +111,11 @@ def _open_existing(db: Path | None) -> Any:
 def history(
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs")] = 20,
     since: SinceOption = None,
-    signature: Annotated[str | None, typer.Option("--signature", help="Only runs where it fired")] = None,
+    signature: Annotated[str | None, typer.Option(
+        "--signature", help="Only runs where it fired")] = None,
     host: Annotated[str | None, typer.Option("--host", help="Only runs on this host")] = None,
-    check: Annotated[bool, typer.Option("--check", help="Run PRAGMA integrity_check and exit")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Run PRAGMA integrity_check and exit")] = False,
     db: DbOption = None,
     format: FormatOption = Output.text,
 ) -> None:
@@ -160,7 +163,8 @@ def _spark(counts: list[int]) -> str:
 @_guarded
 def stats(
     since: SinceOption = "30d",
-    signature: Annotated[str | None, typer.Option("--signature", help="Only this signature")] = None,
+    signature: Annotated[str | None, typer.Option(
+        "--signature", help="Only this signature")] = None,
     weeks: Annotated[int, typer.Option("--weeks", help="Weeks in the per-week trend")] = 8,
     db: DbOption = None,
     format: FormatOption = Output.text,
@@ -180,8 +184,9 @@ def stats(
         _echo_json({
             "since": window,
             "signatures": [{"signature": s.signature, "runs": s.runs, "first_seen": s.first_ts,
-                            "last_seen": s.last_ts, "last_host": s.last_host, "hosts": dict(s.hosts),
-                            "versions": dict(s.versions), "weekly": trend[s.signature]} for s in sigs],
+                            "last_seen": s.last_ts, "last_host": s.last_host,
+                            "hosts": dict(s.hosts), "versions": dict(s.versions),
+                            "weekly": trend[s.signature]} for s in sigs],
             "hosts": [{"host": h, "runs": n, "diagnosed": d} for h, n, d in hosts],
             "engine_versions": [{"version": v, "runs": n, "diagnosed": d} for v, n, d in versions],
         })
@@ -246,7 +251,8 @@ def unknown(
              _clip(c.example, 70)) for c in clusters]
     for line in _table(("cluster", "runs", "lines", "last seen", "hosts", "example"), rows):
         typer.echo(line)
-    typer.echo("\n`triage unknown show CLUSTER` for details, `triage draft CLUSTER` for a signature")
+    typer.echo("\n`triage unknown show CLUSTER` for details, "
+               "`triage draft CLUSTER` for a signature")
 
 
 def _show_cluster(detail: query.ClusterDetail, format: Output) -> None:
@@ -319,22 +325,26 @@ def draft(
 @_guarded
 def feedback(
     run: Annotated[str, typer.Argument(help="Run number (from `triage history`) or run id")],
-    wrong: Annotated[str | None, typer.Option("--wrong", help="This signature was a wrong diagnosis")] = None,
-    confirm: Annotated[str | None, typer.Option("--confirm", help="This signature was right")] = None,
+    wrong: Annotated[str | None, typer.Option(
+        "--wrong", help="This signature was a wrong diagnosis")] = None,
+    confirm: Annotated[str | None, typer.Option(
+        "--confirm", help="This signature was right")] = None,
     fixed_by: Annotated[str | None, typer.Option(
-        "--fixed-by", help="The fix that worked: its number in the signature's list, or text")] = None,
+        "--fixed-by",
+        help="The fix that worked: its number in the signature's list, or text")] = None,
     signature: Annotated[str | None, typer.Option(
         "--signature", help="With --fixed-by: the signature (default: the run's top one)")] = None,
     note: Annotated[str | None, typer.Option("--note", help="Free text")] = None,
     db: DbOption = None,
 ) -> None:
-    """Record a verdict: `--confirm SIG`, `--wrong SIG`, or `--fixed-by FIX` (confirms the signature).
+    """Record a verdict: `--confirm SIG`, `--wrong SIG`, or `--fixed-by FIX` (a confirmation).
 
     Per-signature precision from these verdicts is shown by `triage kb stats`.
     """
     chosen = [x for x in (wrong, confirm, fixed_by) if x]
     if len(chosen) != 1:
-        raise HistoryError("give exactly one of --wrong SIGNATURE, --confirm SIGNATURE, --fixed-by FIX")
+        raise HistoryError("give exactly one of --wrong SIGNATURE, --confirm SIGNATURE, "
+                           "--fixed-by FIX")
     try:
         user: str | None = getpass.getuser()
     except Exception:  # no login name (containers): recorded without one

@@ -1,4 +1,4 @@
-"""Clustering of unrecognized lines across runs: masked template equality, then rapidfuzz similarity.
+"""Clustering of unrecognized lines across runs: masked template equality, then rapidfuzz.
 
 A fingerprint (`textutil.mask` of the line's message) joins the cluster that already holds the
 same template. Otherwise it joins the most similar cluster template when the similarity is at
@@ -30,8 +30,10 @@ def similarity(a: str, b: str) -> float:
 
 
 def assign(conn: sqlite3.Connection, template: str, ts: float) -> int:
-    """The cluster id for a fingerprint template, creating or extending a cluster (in a write txn)."""
-    row = conn.execute("SELECT cluster FROM cluster_templates WHERE template = ?", (template,)).fetchone()
+    """The cluster id for a fingerprint template, creating or extending a cluster (call it inside
+    a write transaction)."""
+    row = conn.execute("SELECT cluster FROM cluster_templates WHERE template = ?",
+                       (template,)).fetchone()
     if row is not None:
         cluster = int(row[0])
         conn.execute("UPDATE clusters SET last_ts = max(last_ts, ?), first_ts = min(first_ts, ?) "

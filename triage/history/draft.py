@@ -155,8 +155,9 @@ def draft_cluster(conn: sqlite3.Connection, cluster_id: int,
 def _provenance(detail: ClusterDetail, conn: sqlite3.Connection, cluster_id: int) -> str:
     parts = []
     for number, run_id, ts, host, version in detail.runs[:5]:
-        inputs = conn.execute("SELECT name, digest FROM inputs WHERE run = ? ORDER BY rowid LIMIT 2",
-                              (number,)).fetchall()
+        inputs = conn.execute(
+            "SELECT name, digest FROM inputs WHERE run = ? ORDER BY rowid LIMIT 2", (number,),
+        ).fetchall()
         names = ", ".join(f"{n}@{d}" if d else n for n, d in inputs)
         bits = [f"run {number}", when(ts) + " UTC"]
         bits += [f"id {run_id}"] if run_id else []
@@ -176,7 +177,8 @@ def render(detail: ClusterDetail, sig_id: str, patterns: list[str], examples: li
     summary = (f"Unrecognized failure drafted from triage history cluster {cluster_id} "
                f"({row.lines} lines in {row.runs} runs{hosts}): {pattern_text(row.template)[:200]}")
     out = [
-        f"# Drafted by `triage draft {cluster_id}` from an unrecognized cluster: {row.lines} lines in",
+        f"# Drafted by `triage draft {cluster_id}` from an unrecognized cluster: {row.lines} "
+        "lines in",
         f"# {row.runs} runs{hosts}, first {when(row.first_ts)}, last {when(row.last_ts)} UTC.",
         "# Fill in title, layer and fixes (and review summary, severity, the pattern and the near",
         "# miss), move it to signatures/<layer>/<id>.yaml, then run `triage kb lint`.",
@@ -192,7 +194,7 @@ def render(detail: ClusterDetail, sig_id: str, patterns: list[str], examples: li
     ]
     out += [f"  - regex: {yaml_str(p)}" for p in patterns]
     if related:
-        out.append(f"related: [{', '.join(related)}]  # nearest known (rapidfuzz): keep the true ones")
+        out.append(f"related: [{', '.join(related)}]  # nearest known (rapidfuzz): keep true ones")
     out += [
         "fixes: []  # TODO: - do: ...; confidence: demonstrated | suggested | lead",
         "provenance:",

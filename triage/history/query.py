@@ -130,7 +130,8 @@ class SignatureStats:
 
 def signature_stats(conn: sqlite3.Connection, *, since: float | None = None,
                     signatures: Iterable[str] | None = None) -> list[SignatureStats]:
-    """Per signature: runs it fired in (top-level or explained), first and last seen, hosts, versions."""
+    """Per signature: runs it fired in (top-level or explained), first and last seen, hosts and
+    engine versions."""
     where: list[str] = ["r.ts >= ?"]
     args: list[object] = [since if since is not None else float("-inf")]
     wanted = list(signatures) if signatures is not None else None
@@ -159,7 +160,8 @@ def signature_stats(conn: sqlite3.Connection, *, since: float | None = None,
     return sorted(stats.values(), key=lambda s: (-s.runs, -s.last_ts, s.signature))
 
 
-def breakdown(conn: sqlite3.Connection, column: str, *, since: float | None = None) -> list[tuple[str, int, int]]:
+def breakdown(conn: sqlite3.Connection, column: str, *,
+              since: float | None = None) -> list[tuple[str, int, int]]:
     """(value, runs, runs with a diagnosis) per host or per engine version."""
     if column not in ("host", "engine_version"):
         raise ValueError(column)
@@ -171,7 +173,8 @@ def breakdown(conn: sqlite3.Connection, column: str, *, since: float | None = No
     return [(str(a), int(b), int(c or 0)) for a, b, c in rows]
 
 
-def weekly_counts(conn: sqlite3.Connection, signature: str, weeks: int, now: float | None = None) -> list[int]:
+def weekly_counts(conn: sqlite3.Connection, signature: str, weeks: int,
+                  now: float | None = None) -> list[int]:
     """Runs the signature fired in, per week, oldest first (for a sparkline)."""
     now = time.time() if now is None else now
     start = now - weeks * 7 * 86400
@@ -258,7 +261,8 @@ class ClusterDetail:
     row: ClusterRow
     templates: list[tuple[str, float, int]]  # template, similarity when it joined, lines
     lines: list[tuple[int, str, str | None, int | None, int]]  # run, text, input, line, count
-    runs: list[tuple[int, str | None, float, str | None, str | None]]  # number, run_id, ts, host, version
+    # number, run_id, ts, host, engine version
+    runs: list[tuple[int, str | None, float, str | None, str | None]]
 
 
 def cluster_detail(conn: sqlite3.Connection, cluster_id: int) -> ClusterDetail:

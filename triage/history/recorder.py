@@ -66,7 +66,8 @@ def _record(conn: sqlite3.Connection, report: Report, run_id: str | None, host: 
             "engine_version, gpu, facts, failed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
         run = int(cur.lastrowid or 0)
         conn.executemany(
-            "INSERT INTO inputs (run, name, digest, lines, bytes, format) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO inputs (run, name, digest, lines, bytes, format) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
             [(run, safe_text(i.name, 1000), i.digest, i.lines, i.bytes, i.format)
              for i in report.inputs])
         hits: list[tuple[int, str, int, float | None, str | None, str | None]] = []

@@ -25,7 +25,6 @@ from pathlib import Path
 APPLICATION_ID = 0x54524849
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000
-_SQLITE_HEADER = b"SQLite format 3\x00"
 
 _DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -114,7 +113,7 @@ def data_dir() -> Path:
 
 
 def default_db_path() -> Path:
-    """`$TRIAGE_DB`, else `$XDG_DATA_HOME/triage/history.db` (`~/.local/share/triage/history.db`)."""
+    """`$TRIAGE_DB`, else `$XDG_DATA_HOME/triage/history.db` (~/.local/share/triage/...)."""
     explicit = os.environ.get("TRIAGE_DB")
     if explicit:
         return Path(explicit)
@@ -126,21 +125,16 @@ def resolve(db_path: Path | str | None) -> Path:
 
 
 def way_out(path: Path) -> str:
-    return f"move it aside (mv '{path}' '{path}.bad') or choose another file with --db PATH / TRIAGE_DB"
+    return (f"move it aside (mv '{path}' '{path}.bad') or choose another file with --db PATH "
+            "/ TRIAGE_DB")
 
 
 def _precheck(path: Path) -> None:
+    # The file is never opened here with Python's open(): closing any descriptor of a database file
+    # drops the POSIX locks every SQLite connection of this process holds on it, which lets another
+    # process checkpoint and reset a WAL still in use (the classic way to corrupt SQLite).
     if path.is_dir():
         raise HistoryError(f"history database {path} is a directory: choose a file with --db PATH")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(len(_SQLITE_HEADER))
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise HistoryError(f"cannot read history database {path}: {exc.strerror}") from None
-    if head and head != _SQLITE_HEADER:
-        raise HistoryError(f"{path} is not an SQLite database (not a triage history): {way_out(path)}")
 
 
 def connect(db_path: Path | str | None = None, *, create: bool = True) -> sqlite3.Connection:
@@ -181,22 +175,31 @@ def connect(db_path: Path | str | None = None, *, create: bool = True) -> sqlite
 def damaged(path: Path, exc: BaseException) -> HistoryError:
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return HistoryError(f"history database {path} is busy ({exc}); try again")
-    return HistoryError(f"history database {path} is damaged or unreadable ({exc}): {way_out(path)}")
+    if "file is not a database" in str(exc):
+        return HistoryError(f"{path} is not an SQLite database (not a triage history): "
+                            f"{way_out(path)}")
+    return HistoryError(f"history database {path} is damaged or unreadable ({exc}): "
+                        f"{way_out(path)}")
+
+
+def _foreign(path: Path) -> HistoryError:
+    return HistoryError(f"{path} is an SQLite database but not a triage history: {way_out(path)}")
 
 
 def _identify(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse, before changing anything, a database that is someone else's or from a newer triage."""
+    """Refuse, before changing anything, someone else's database or one from a newer triage."""
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if app_id == APPLICATION_ID and version > SCHEMA_VERSION:
         raise HistoryError(f"history database {path} was written by a newer triage "
-                           f"(schema {version} > {SCHEMA_VERSION}): upgrade triage or use --db PATH")
+                           f"(schema {version} > {SCHEMA_VERSION}): upgrade triage or use "
+                           "--db PATH")
     if app_id == 0:
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if tables:
-            raise HistoryError(f"{path} is an SQLite database but not a triage history: {way_out(path)}")
+            raise _foreign(path)
     elif app_id != APPLICATION_ID:
-        raise HistoryError(f"{path} is an SQLite database but not a triage history: {way_out(path)}")
+        raise _foreign(path)
 
 
 def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
@@ -208,7 +211,7 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
-            raise HistoryError(f"{path} is an SQLite database but not a triage history: {way_out(path)}")
+            raise _foreign(path)
         for stmt in _DDL:
             conn.execute(stmt)
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
@@ -229,7 +232,8 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 @contextlib.contextmanager
-def opened(db_path: Path | str | None = None, *, create: bool = True) -> Iterator[sqlite3.Connection]:
+def opened(db_path: Path | str | None = None, *,
+           create: bool = True) -> Iterator[sqlite3.Connection]:
     """`connect()` as a context manager that closes the connection and turns SQLite errors into
     `HistoryError` (damaged file, busy, ...)."""
     path = resolve(db_path)

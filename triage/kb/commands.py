@@ -38,8 +38,10 @@ def _app(help_text: str) -> typer.Typer:
 
 build_app = _app("Compile signatures/ into the SQLite knowledge base (atomic; full-text index).")
 search_app = _app("Full-text search of the knowledge base, with a fuzzy fallback for pasted lines.")
-show_app = _app("Show one signature: summary, patterns, differential, fixes, examples, how often it fired.")
-stats_app = _app("Knowledge base counts: layer, status, severity, fix confidence, never fired, precision.")
+show_app = _app("Show one signature: summary, patterns, differential, fixes, examples, "
+                "how often it fired.")
+stats_app = _app("Knowledge base counts: layer, status, severity, fix confidence, never fired, "
+                 "precision.")
 
 APPS: dict[str, typer.Typer] = {
     "build": build_app,
@@ -105,7 +107,8 @@ def build(
         if conn is not None:
             with contextlib.closing(conn):
                 meta = store.read_meta(conn)
-            typer.echo(f"{path}: up to date ({meta.rows} signatures, built {meta.values.get('built_at')})")
+            built = meta.values.get("built_at")
+            typer.echo(f"{path}: up to date ({meta.rows} signatures, built {built})")
             raise typer.Exit(EXIT_OK)
     try:
         result = store.build(root, path)
@@ -132,7 +135,8 @@ class Found:
 
 
 def fts_query(text: str, *, any_word: bool = False) -> str:
-    """An FTS5 query from free text: every word quoted (no operators from the user), all required."""
+    """An FTS5 query from free text: every word quoted (no operators from the user), all
+    required (or any, with `any_word`)."""
     words = [w for w in _WORD_RE.findall(text) if w.strip("_")]
     quoted = [f'"{w}"' for w in dict.fromkeys(words)]
     return (" OR " if any_word else " ").join(quoted)
@@ -264,7 +268,8 @@ def _history_line(db: Path | None, sig_id: str) -> str:
         if sig_id in recent:
             line += f"; {recent[sig_id]}"
     if prec and prec.value is not None:
-        line += f"; feedback: {prec.confirmed} confirmed, {prec.wrong} wrong ({prec.value:.0%} precision)"
+        line += (f"; feedback: {prec.confirmed} confirmed, {prec.wrong} wrong "
+                 f"({prec.value:.0%} precision)")
     return line
 
 
@@ -281,7 +286,8 @@ def render_signature(sig: Signature, fired: str) -> list[str]:
     out += [f"  {p.role:<10} {p.regex}" for p in sig.match] or ["  (none: a knowledge entry)"]
     out += [f"  {'not':<10} {p.regex}" for p in sig.not_]
     if sig.explains or sig.related:
-        out += ["", f"explains: {', '.join(sig.explains) or '-'}   related: {', '.join(sig.related) or '-'}"]
+        out += ["", f"explains: {', '.join(sig.explains) or '-'}   "
+                    f"related: {', '.join(sig.related) or '-'}"]
     if sig.applies_to.versions or sig.applies_to.gpu_arch:
         ranges = [f"{name} [{r.introduced or '0'}, {r.fixed or r.last_affected or '∞'})"
                   for name, r in sig.applies_to.versions.items()]
@@ -351,7 +357,8 @@ def show(
 # -- kb stats ------------------------------------------------------------------------------------
 
 
-def _counts(conn: sqlite3.Connection, column: str, table: str = "signatures") -> list[tuple[str, int]]:
+def _counts(conn: sqlite3.Connection, column: str,
+            table: str = "signatures") -> list[tuple[str, int]]:
     allowed = {("signatures", "layer"), ("signatures", "status"), ("signatures", "severity"),
                ("signatures", "kind"), ("fixes", "confidence")}
     if (table, column) not in allowed:
@@ -419,7 +426,8 @@ def stats(
         for line in _columns(never):
             typer.echo("  " + line)
         if prec:
-            typer.echo("\nprecision from feedback (confirmed / judged where it fired; misses apart):")
+            typer.echo("\nprecision from feedback "
+                       "(confirmed / judged where it fired; misses apart):")
             for s, p in sorted(prec.items(), key=lambda kv: (kv[1].value or 0, kv[0])):
                 share = f"{p.value:.0%}" if p.value is not None else "-"
                 missed = f"  missed {p.missed}" if p.missed else ""

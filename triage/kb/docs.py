@@ -15,26 +15,47 @@ def _cell(text: str) -> str:
 
 def render_docs(signatures: Sequence[Signature]) -> str:
     sigs = sorted(signatures, key=lambda s: (LAYERS.index(s.layer), s.id))
-    out = [HEADER, "# Signatures", "",
-           f"{len(sigs)} entries in the knowledge base "
-           f"({sum(s.kind != 'knowledge' for s in sigs)} signatures with log patterns, "
-           f"{sum(s.kind == 'knowledge' for s in sigs)} knowledge entries).", ""]
+    out = [
+        HEADER,
+        "# Signatures",
+        "",
+        f"{len(sigs)} entries in the knowledge base "
+        f"({sum(s.kind != 'knowledge' for s in sigs)} signatures with log patterns, "
+        f"{sum(s.kind == 'knowledge' for s in sigs)} knowledge entries).",
+        "",
+    ]
     for layer in LAYERS:
         members = [s for s in sigs if s.layer == layer]
         if not members:
             continue
-        out += [f"## {layer} ({len(members)})", "", "| id | title | kind | severity | status |",
-                "|---|---|---|---|---|"]
-        out += [f"| [`{s.id}`](#{s.id}) | {_cell(s.title)} | {s.kind} | {s.severity} | {s.status} |"
-                for s in members]
+        out += [
+            f"## {layer} ({len(members)})",
+            "",
+            "| id | title | kind | severity | status |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| [`{s.id}`](#{s.id}) | {_cell(s.title)} | {s.kind} | {s.severity} | {s.status} |"
+            for s in members
+        ]
         out.append("")
     out += ["## Details", ""]
     for s in sigs:
-        out += [f"### {s.id}", "", f"**{_cell(s.title)}** — layer `{s.layer}`, {s.kind}, "
-                f"{s.severity}, status `{s.status}`", "", s.summary.strip(), ""]
+        out += [
+            f"### {s.id}",
+            "",
+            f"**{_cell(s.title)}** — layer `{s.layer}`, {s.kind}, "
+            f"{s.severity}, status `{s.status}`",
+            "",
+            s.summary.strip(),
+            "",
+        ]
         if s.match:
             out.append("Patterns:")
-            out += [f"- `{p.regex}`" + (" (supporting)" if p.role == "supporting" else "") for p in s.match]
+            out += [
+                f"- `{p.regex}`" + (" (supporting)" if p.role == "supporting" else "")
+                for p in s.match
+            ]
             out.append("")
         if s.explains:
             out += ["Explains: " + ", ".join(f"`{x}`" for x in s.explains), ""]
@@ -44,8 +65,11 @@ def render_docs(signatures: Sequence[Signature]) -> str:
             out.append("")
         if s.fixes:
             out.append("Fixes, in order:")
-            out += [f"{i}. {_cell(f.do)} (_{f.confidence}_)" + (f" — caveat: {_cell(f.caveat)}" if f.caveat else "")
-                    for i, f in enumerate(s.fixes, 1)]
+            out += [
+                f"{i}. {_cell(f.do)} (_{f.confidence}_)"
+                + (f" — caveat: {_cell(f.caveat)}" if f.caveat else "")
+                for i, f in enumerate(s.fixes, 1)
+            ]
             out.append("")
         if s.verify:
             out.append("Verify:")
@@ -54,7 +78,9 @@ def render_docs(signatures: Sequence[Signature]) -> str:
         prov = s.provenance
         src = []
         if prov.seed:
-            src.append(f"seed `{prov.seed}`" + (f" rows {', '.join(prov.rows)}" if prov.rows else ""))
+            src.append(
+                f"seed `{prov.seed}`" + (f" rows {', '.join(prov.rows)}" if prov.rows else "")
+            )
         src += prov.urls
         if prov.reproduction:
             src.append(f"reproduction: {prov.reproduction}")

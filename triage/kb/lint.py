@@ -71,8 +71,10 @@ _UNPORTABLE = (
     (regex.compile(r"\\[1-9]|\(\?P=|\\g<"), "back-references are not portable"),
     (regex.compile(r"\(\?>"), "atomic groups are not portable"),
     (regex.compile(r"(?<!\\)[*+?}]\+"), "possessive quantifiers are not portable"),
-    (regex.compile(r"^\^|(?<![\\[])\^(?![^\[]*\])|(?<!\\)\$"),
-     "patterns are never anchored to line start or end (wrappers come first)"),
+    (
+        regex.compile(r"^\^|(?<![\\[])\^(?![^\[]*\])|(?<!\\)\$"),
+        "patterns are never anchored to line start or end (wrappers come first)",
+    ),
     (regex.compile(r"\\[AZzG]"), "string anchors are not portable"),
 )
 
@@ -137,8 +139,8 @@ def adversarial_inputs(pattern: str, size: int = 60_000) -> list[str]:
     for lit in literals[:3]:
         unit = lit + " "
         out.append((unit * (size // len(unit) + 1))[:size])
-    out.append(("a" * size))
-    out.append((" 0" * (size // 2)))
+    out.append("a" * size)
+    out.append(" 0" * (size // 2))
     return out
 
 
@@ -185,7 +187,9 @@ def check_generic(sig: Signature, path: str) -> list[Issue]:
             continue
         for generic in GENERIC_LINES:
             if compiled.search(generic):
-                issues.append(Issue(path, f"match[{i}].regex", f"fires alone on generic {generic!r}"))
+                issues.append(
+                    Issue(path, f"match[{i}].regex", f"fires alone on generic {generic!r}")
+                )
                 break
     return issues
 
@@ -201,7 +205,9 @@ def check_frequent_benign(sig: Signature, path: str) -> list[Issue]:
             continue
         for benign in FREQUENT_BENIGN_LINES:
             if compiled.search(benign):
-                issues.append(Issue(path, field, f"matches a frequent healthy line: {benign[:70]!r}"))
+                issues.append(
+                    Issue(path, field, f"matches a frequent healthy line: {benign[:70]!r}")
+                )
                 break
     return issues
 
@@ -225,11 +231,14 @@ def check_overlaps(result: LoadResult) -> list[Issue]:
                 except (regex.error, TimeoutError):
                     continue
                 if fires:
-                    issues.append(Issue(
-                        str(result.paths[other.id]), "match",
-                        f"also fires on an example of {s.id} without explains/not/related: "
-                        f"{line[:90]!r}",
-                    ))
+                    issues.append(
+                        Issue(
+                            str(result.paths[other.id]),
+                            "match",
+                            f"also fires on an example of {s.id} without explains/not/related: "
+                            f"{line[:90]!r}",
+                        )
+                    )
     return issues
 
 
@@ -256,9 +265,8 @@ def lint(root: Path | None = None, *, timing: bool = True) -> list[Issue]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sys
-
     import fnmatch
+    import sys
 
     args = sys.argv[1:] if argv is None else argv
     only = None

@@ -44,7 +44,7 @@ class _StrictLoader(yaml.SafeLoader):
 
 def parse_yaml(text: str) -> Any:
     """Parse YAML text with the strict loader."""
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - _StrictLoader is a SafeLoader
+    return yaml.load(text, Loader=_StrictLoader)
 
 
 @dataclass

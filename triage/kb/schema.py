@@ -88,7 +88,9 @@ class DifferentialCheck(_Strict):
     def _conditions(cls, value: dict[str, str]) -> dict[str, str]:
         for key, cond in value.items():
             if not _FACT_CONDITION_RE.match(cond):
-                raise ValueError(f"fact condition for {key!r} must be like '> 1', '== x', 'present'")
+                raise ValueError(
+                    f"fact condition for {key!r} must be like '> 1', '== x', 'present'"
+                )
         return value
 
 
@@ -162,7 +164,9 @@ class Signature(_Strict):
     details: str | None = None
     match: list[Pattern]
     not_: list[Pattern] = Field(default_factory=list, alias="not")
-    window: int = Field(default=0, ge=0, le=2000)  # supporting evidence must lie this close (0: anywhere)
+    window: int = Field(
+        default=0, ge=0, le=2000
+    )  # supporting evidence must lie this close (0: anywhere)
     explains: list[SignatureId] = Field(default_factory=list)
     related: list[SignatureId] = Field(default_factory=list)
     applies_to: Applicability = Field(default_factory=Applicability)

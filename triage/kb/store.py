@@ -10,8 +10,8 @@ A rebuild is atomic: the database is written to a temporary file beside the targ
 sees either the old file or the new one; a `kill -9` mid-build leaves the old one valid, and the
 orphaned temporary file is swept by the next build.
 
-Where it lives: `$TRIAGE_KB` (an exact file), else one file per signature directory in the user cache
-directory (`$TRIAGE_CACHE_DIR`, `$XDG_CACHE_HOME/triage`, `~/.cache/triage`).
+Where it lives: `$TRIAGE_KB` (an exact file), else one file per signature directory in the user
+cache directory (`$TRIAGE_CACHE_DIR`, `$XDG_CACHE_HOME/triage`, `~/.cache/triage`).
 `TRIAGE_NO_KB_CACHE=1` turns the compiled database off (always YAML).
 """
 
@@ -146,7 +146,8 @@ def read_errors(conn: sqlite3.Connection) -> list[LoadError]:
             conn.execute("SELECT path, field, message FROM load_errors ORDER BY rowid")]
 
 
-def open_current(root: Path | None = None, db_path: Path | None = None) -> sqlite3.Connection | None:
+def open_current(root: Path | None = None,
+                 db_path: Path | None = None) -> sqlite3.Connection | None:
     """A read-only connection to the compiled KB when it is current for root, else None."""
     root = root or default_signature_dir()
     path = db_path or default_db_path(root)
@@ -164,7 +165,7 @@ def open_current(root: Path | None = None, db_path: Path | None = None) -> sqlit
 
 
 def load_current(root: Path | None = None, db_path: Path | None = None) -> KnowledgeBase:
-    """The knowledge base of root: compiled when current, rebuilt when stale, YAML as a last resort."""
+    """The knowledge base of root: compiled when current, rebuilt when stale, else YAML."""
     from triage.api import KnowledgeBase
 
     root = root or default_signature_dir()
@@ -248,7 +249,7 @@ def _row(sig: Signature, position: int, path: Path | None) -> dict[str, Any]:
         "id": sig.id, "position": position, "layer": sig.layer, "kind": sig.kind,
         "severity": sig.severity, "status": sig.status, "priority": sig.priority,
         "path": str(path) if path else None, "title": sig.title, "summary": sig.summary,
-        "name_words": " ".join([sig.id.replace("-", " "), *(a.replace("-", " ") for a in sig.aliases)]),
+        "name_words": " ".join(n.replace("-", " ") for n in (sig.id, *sig.aliases)),
         "patterns": "\n".join(patterns), "fixes_text": "\n".join(fixes),
         "examples": "\n".join(sig.examples.match), "details": "\n".join(d for d in details if d),
         "json": json.dumps(sig.model_dump(by_alias=True, mode="json"), ensure_ascii=False,
@@ -292,8 +293,8 @@ def build(root: Path | None = None, db_path: Path | None = None, *,
                 for s in result.signatures for i, f in enumerate(s.fixes, 1))
             db.table("example_lines").insert_all({"signature": s.id, "line": line}
                                            for s in result.signatures for line in s.examples.match)
-            db.table("load_errors").insert_all({"path": e.path, "field": e.field, "message": e.message}
-                                         for e in result.errors)
+            db.table("load_errors").insert_all(
+                {"path": e.path, "field": e.field, "message": e.message} for e in result.errors)
             meta = {"format": str(STORE_FORMAT), "content_hash": digest, "stat_key": skey,
                     "root": str(root.resolve()), "rows": str(len(rows)),
                     "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

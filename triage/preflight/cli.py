@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,7 +15,7 @@ lint_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 probe_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-class LintFormat(str, Enum):
+class LintFormat(StrEnum):
     text = "text"
     json = "json"
 
@@ -25,11 +25,11 @@ def lint_command(
     configs: Annotated[list[Path], typer.Argument(
         help="Shell scripts, compose files, systemd units/drop-ins, .env, Kubernetes manifests, "
              "llama-swap YAML, or directories of them")],
-    engine_version: Annotated[Optional[str], typer.Option(
+    engine_version: Annotated[str | None, typer.Option(
         "--engine-version", help="Engine version to check against (default: image tag, then the "
                                  "installed engine)")] = None,
     format: Annotated[LintFormat, typer.Option("--format", "-f")] = LintFormat.text,
-    signatures: Annotated[Optional[Path], typer.Option("--signatures",
+    signatures: Annotated[Path | None, typer.Option("--signatures",
                                                        help="Signature directory")] = None,
 ) -> None:
     """Lint launch configurations against the knowledge base before the engine starts."""
@@ -50,15 +50,16 @@ def lint_command(
 
 @probe_app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def probe_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory")] = Path("triage-probe"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory")
+                   ] = Path("triage-probe"),
     p2p: Annotated[bool, typer.Option("--p2p", help="Run the pairwise GPU P2P round-trip check "
                                                     "(needs PyTorch and 2+ GPUs)")] = False,
     p2p_timeout: Annotated[float, typer.Option("--p2p-timeout", help="Seconds for the P2P check")
                            ] = 60.0,
-    kernel_log: Annotated[Optional[Path], typer.Option(
+    kernel_log: Annotated[Path | None, typer.Option(
         "--kernel-log", help="Read kernel messages from this file (a saved `dmesg -T`) instead "
                              "of dmesg")] = None,
-    path: Annotated[Optional[list[Path]], typer.Option(
+    path: Annotated[list[Path] | None, typer.Option(
         "--path", help="Also report free space here (model directory, cache)")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per command")] = 15.0,
 ) -> None:

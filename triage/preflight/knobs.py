@@ -122,9 +122,9 @@ def closest(name: str, choices: frozenset[str], cutoff: float = 80.0) -> str | N
 def env_replacement(name: str, rel: Release) -> str | None:
     """The flag or env var that took over a VLLM_* variable the release no longer reads.
 
-    Derived from the release's own lists: VLLM_DISABLE_CUSTOM_ALL_REDUCE -> --disable-custom-all-reduce
-    (the same words as a flag), VLLM_ATTENTION_BACKEND -> --attention-backend; else the closest
-    env var of the release.
+    Derived from the release's own lists: VLLM_DISABLE_CUSTOM_ALL_REDUCE ->
+    --disable-custom-all-reduce (the same words as a flag), VLLM_MM_HASHER_ALGORITHM ->
+    --mm-hasher-algorithm; else the closest env var of the release.
     """
     words = re.sub(r"^VLLM_", "", name).lower().replace("_", "-")
     candidates = [f"--{words}", "--" + re.sub(r"^use-", "", words),
@@ -138,8 +138,4 @@ def env_replacement(name: str, rel: Release) -> str | None:
 
 def flag_known(flag: str, rel: Release) -> bool:
     base = flag.split(".", 1)[0] if "." in flag else flag
-    if base in rel.flags:
-        return True
-    if base.startswith("--no-") and ("--" + base[5:]) in rel.flags:
-        return True
-    return False
+    return base in rel.flags or (base.startswith("--no-") and ("--" + base[5:]) in rel.flags)

@@ -44,8 +44,8 @@ def _expand(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith(".")
-                              or q.name == ".env"))
+            out.extend(sorted(q for q in p.rglob("*") if q.is_file()
+                              and (not q.name.startswith(".") or q.name == ".env")))
         else:
             out.append(p)
     units = {p.name for p in out if p.suffix in (".service", ".socket")}
@@ -95,14 +95,11 @@ def render_text(result: LintResult) -> str:
         lines.append(f"    evidence: {f.evidence}" + (f"   (in {f.launch})" if f.launch else ""))
         if f.fix:
             lines.append(f"    fix: {f.fix}")
-        for note in f.notes:
-            lines.append(f"    note: {note}")
+        lines.extend(f"    note: {note}" for note in f.notes)
         if f.confidence != "high":
             lines.append(f"    confidence: {f.confidence}")
-    for err in result.errors:
-        lines.append(f"error: {err}")
-    for note in result.notes:
-        lines.append(f"note: {note}")
+    lines.extend(f"error: {err}" for err in result.errors)
+    lines.extend(f"note: {note}" for note in result.notes)
     n = len(result.findings)
     lines.append(f"{n} finding(s) in {len(result.launches)} launch(es)")
     return "\n".join(lines) + "\n"

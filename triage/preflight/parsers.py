@@ -2,8 +2,8 @@
 
 Each parser turns one file into `Launch`es made of `Item`s (env vars, engine flags, host settings)
 that carry the file and 1-based line where they were written. Supported: shell scripts and command
-lines (with `\\` continuations, `VAR=x cmd`, `export`, `docker run`), compose files, systemd units and
-drop-ins, `.env` files, Kubernetes manifests and llama-swap-style YAML.
+lines (with `\\` continuations, `VAR=x cmd`, `export`, `docker run`), compose files, systemd
+units and drop-ins, `.env` files, Kubernetes manifests and llama-swap-style YAML.
 """
 
 from __future__ import annotations
@@ -28,9 +28,6 @@ ENGINE_MODULES = {
 }
 _ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", "{", "}"}
-_WRAPPERS = {"exec", "nohup", "time", "sudo", "doas", "env", "nice", "taskset", "numactl",
-             "stdbuf", "setsid", "command", "uv", "run", "poetry", "pipx", "srun", "mpirun",
-             "torchrun", "-E"}
 # docker run options that never take a value (everything else starting with '-' does, unless '=').
 _DOCKER_BOOL = {"-d", "--detach", "--rm", "-i", "-t", "-it", "-ti", "--interactive", "--tty",
                 "--privileged", "--init", "--read-only", "-P", "--publish-all", "--no-healthcheck",
@@ -39,7 +36,7 @@ _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.
 
 
 def size_bytes(text: str) -> int | None:
-    """'16g', '10.24gb', '64M', '8388608' -> bytes (docker/compose/k8s sizes); None if not a size."""
+    """'16g', '10.24gb', '64M', '8388608' -> bytes (docker/compose/k8s sizes), else None."""
     text = text.strip().strip("'\"")
     m = re.match(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMGTP])i$", text)  # Kubernetes 16Gi
     if m:
@@ -178,10 +175,6 @@ def normalize_flag(name: str) -> str:
     return "--" + head[2:].replace("_", "-") + dot + tail
 
 
-def _env_items(pairs: Iterable[tuple[str, str, int]], file: str) -> list[Item]:
-    return [Item("env", n, v, file, line) for n, v, line in pairs]
-
-
 # ---------------------------------------------------------------------------------------------
 # docker run
 
@@ -240,8 +233,8 @@ def _container_facts(launch: Launch, file: str, line: int) -> None:
                                  "ipc: host shares the host's /dev/shm"))
     elif shm is not None:
         size = size_bytes(shm.value)
-        launch.items.append(Item("setting", "ShmBytes", str(size if size is not None else shm.value),
-                                 shm.file, shm.line, True))
+        shown = str(size) if size is not None else shm.value
+        launch.items.append(Item("setting", "ShmBytes", shown, shm.file, shm.line, True))
     elif "shmvolume" in settings:
         vol = settings["shmvolume"]
         launch.items.append(Item("setting", "ShmBytes", vol.value, vol.file, vol.line, True))
@@ -438,8 +431,9 @@ def _systemd_entries(path: Path, text: str) -> list[_Entry]:
 
 
 # Keys where every assignment adds to a list and an empty assignment resets it.
-_LIST_KEYS = {"Environment", "EnvironmentFile", "ExecStart", "ExecStartPre", "RestrictAddressFamilies",
-              "ReadWritePaths", "SystemCallFilter", "DeviceAllow", "StateDirectory", "CacheDirectory"}
+_LIST_KEYS = {"Environment", "EnvironmentFile", "ExecStart", "ExecStartPre",
+              "RestrictAddressFamilies", "ReadWritePaths", "SystemCallFilter", "DeviceAllow",
+              "StateDirectory", "CacheDirectory"}
 
 
 def parse_systemd(path: Path, text: str, dropins: Iterable[tuple[Path, str]] = (),
@@ -448,7 +442,7 @@ def parse_systemd(path: Path, text: str, dropins: Iterable[tuple[Path, str]] = (
     entries = _systemd_entries(path, text)
     for dpath, dtext in sorted(dropins, key=lambda p: p[0].name):
         entries.extend(_systemd_entries(dpath, dtext))
-    unit = path.name[:-2] if path.parent.name.endswith(".d") and path.suffix == ".conf" else path.name
+    unit = path.name
     if path.suffix == ".conf" and path.parent.name.endswith(".d"):
         unit = path.parent.name[:-2]
     launch = Launch(file=str(path), name=unit, line=1, kind="systemd")
@@ -517,7 +511,7 @@ def _get(node: yaml.Node | None, key: str) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return v
+                return v if isinstance(v, yaml.Node) else None
     return None
 
 
@@ -534,6 +528,28 @@ def _block_first_line(node: yaml.ScalarNode) -> int:
     return _line(node) + (1 if node.style in ("|", ">") else 0)
 
 
+def _scalar_text(node: yaml.ScalarNode, src: str | None, one_command: bool) -> tuple[str, int]:
+    """A scalar's text laid out on its source lines, so tokens keep their line numbers.
+
+    Folded ('>') blocks, and every block when `one_command` (llama-swap's cmd), are one command:
+    their lines are joined with shell continuations instead of being separate commands.
+    """
+    first = _block_first_line(node)
+    if src is None or node.style not in ("|", ">"):
+        return str(node.value), first
+    raw = src[node.start_mark.index:node.end_mark.index].split("\n")[1:]
+    body = [ln.strip() for ln in raw]
+    while body and not body[-1]:
+        body.pop()
+    if node.style == ">" or one_command:
+        body = [ln + " \\" if ln and not ln.startswith("#") and k < len(body) - 1 else ln
+                for k, ln in enumerate(body)]
+    return "\n".join(body), first
+
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?-[^}]*)?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
 def _interpolate(text: str, env: dict[str, str]) -> str:
     def repl(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(3)
@@ -543,10 +559,11 @@ def _interpolate(text: str, env: dict[str, str]) -> str:
         return (default or "")[2:] if default and default.startswith(":-") else (
             default[1:] if default and default.startswith("-") else "")
 
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?-[^}]*)?\}|\$([A-Za-z_][A-Za-z0-9_]*)", repl, text)
+    return _VAR_RE.sub(repl, text)
 
 
-def _tokens_from(node: yaml.Node | None, env: dict[str, str]) -> list[Token]:
+def _tokens_from(node: yaml.Node | None, env: dict[str, str], src: str | None = None
+                 ) -> list[Token]:
     if isinstance(node, yaml.SequenceNode):
         out: list[Token] = []
         for item in node.value:
@@ -559,7 +576,8 @@ def _tokens_from(node: yaml.Node | None, env: dict[str, str]) -> list[Token]:
         return out
     if isinstance(node, yaml.ScalarNode):
         tokens: list[Token] = []
-        for command in shell_commands(_interpolate(str(node.value), env), _block_first_line(node)):
+        text, first = _scalar_text(node, src, one_command=True)
+        for command in shell_commands(_interpolate(text, env), first):
             tokens.extend(command)
         return tokens
     return []
@@ -585,7 +603,8 @@ def _env_from(node: yaml.Node | None, file: str, env: dict[str, str]) -> list[It
     return items
 
 
-def parse_compose(path: Path, root: yaml.Node, bool_flags: Iterable[str] = ()) -> list[Launch]:
+def parse_compose(path: Path, root: yaml.Node, bool_flags: Iterable[str] = (),
+                  src: str | None = None) -> list[Launch]:
     file = str(path)
     env_file = path.parent / ".env"
     interp = dotenv_values(env_file) if env_file.is_file() else {}
@@ -628,8 +647,8 @@ def parse_compose(path: Path, root: yaml.Node, bool_flags: Iterable[str] = ()) -
             soft = _scalar(memlock) or _scalar(_get(memlock, "soft")) or ""
             launch.items.append(Item("setting", "LimitMEMLOCK", _memlock(soft), file,
                                      _line(memlock)))
-        tokens = _tokens_from(_get(svc, "entrypoint"), interp) + _tokens_from(
-            _get(svc, "command"), interp)
+        tokens = _tokens_from(_get(svc, "entrypoint"), interp, src) + _tokens_from(
+            _get(svc, "command"), interp, src)
         found = _engine_start(tokens)
         if found:
             launch.engine, at = found
@@ -647,8 +666,7 @@ def _env_file_paths(node: yaml.Node | None, base: Path) -> list[Path]:
     if isinstance(node, yaml.ScalarNode):
         names.append(str(node.value))
     elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            names.append(_scalar(item) or _scalar(_get(item, "path")) or "")
+        names.extend(_scalar(item) or _scalar(_get(item, "path")) or "" for item in node.value)
     return [base / n for n in names if n]
 
 
@@ -671,8 +689,8 @@ def _pod_specs(doc: yaml.Node) -> list[yaml.Node]:
     return found
 
 
-def parse_kubernetes(path: Path, docs: list[yaml.Node], bool_flags: Iterable[str] = ()
-                     ) -> list[Launch]:
+def parse_kubernetes(path: Path, docs: list[yaml.Node], bool_flags: Iterable[str] = (),
+                     src: str | None = None) -> list[Launch]:
     file = str(path)
     launches: list[Launch] = []
     for doc in docs:
@@ -710,7 +728,8 @@ def parse_kubernetes(path: Path, docs: list[yaml.Node], bool_flags: Iterable[str
                         launch.items.append(Item("setting", "nvidia.com/gpu", _scalar(gpu) or "",
                                                  file, _line(gpu)))
                         break
-                tokens = _tokens_from(_get(c, "command"), {}) + _tokens_from(_get(c, "args"), {})
+                tokens = (_tokens_from(_get(c, "command"), {}, src)
+                          + _tokens_from(_get(c, "args"), {}, src))
                 found = _engine_start(tokens)
                 if found:
                     launch.engine, at = found
@@ -723,7 +742,8 @@ def parse_kubernetes(path: Path, docs: list[yaml.Node], bool_flags: Iterable[str
     return launches
 
 
-def parse_llama_swap(path: Path, root: yaml.Node, bool_flags: Iterable[str] = ()) -> list[Launch]:
+def parse_llama_swap(path: Path, root: yaml.Node, bool_flags: Iterable[str] = (),
+                     src: str | None = None) -> list[Launch]:
     file = str(path)
     launches: list[Launch] = []
     models = _get(root, "models")
@@ -732,7 +752,8 @@ def parse_llama_swap(path: Path, root: yaml.Node, bool_flags: Iterable[str] = ()
         launch.items.extend(_env_from(_get(model, "env"), file, {}))
         cmd = _get(model, "cmd")
         if isinstance(cmd, yaml.ScalarNode):
-            for command in shell_commands(str(cmd.value), _block_first_line(cmd)):
+            text, first = _scalar_text(cmd, src, one_command=True)
+            for command in shell_commands(text, first):
                 if _apply_command(command, file, launch, [], bool_flags):
                     launch.line = command[0].line
         else:
@@ -757,7 +778,8 @@ def detect_kind(path: Path, text: str) -> str:
         return "dotenv"
     if name.endswith((".yaml", ".yml", ".json")):
         return "yaml"
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    lines = [ln.strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith("#")]
     if lines and all(_ASSIGN_RE.match(ln.removeprefix("export ").strip()) for ln in lines) and \
             not name.endswith(".sh"):
         return "dotenv"
@@ -780,25 +802,25 @@ def parse_file(path: Path, bool_flags: Iterable[str] = (), text: str | None = No
         dropins: list[tuple[Path, str]] = []
         ddir = path.parent / (path.name + ".d")
         if ddir.is_dir():
-            for conf in sorted(ddir.glob("*.conf")):
-                dropins.append((conf, conf.read_text(encoding="utf-8", errors="replace")))
+            dropins.extend((conf, conf.read_text(encoding="utf-8", errors="replace"))
+                           for conf in sorted(ddir.glob("*.conf")))
         return parse_systemd(path, text, dropins, bool_flags)
     if kind == "dotenv":
         return parse_dotenv(path, text)
     if kind == "yaml":
         try:
-            docs = [d for d in yaml.compose_all(text) if d is not None]
+            docs = list(yaml.compose_all(text))
         except yaml.YAMLError as exc:
             raise ParseError(f"{path}: not valid YAML: {exc}") from None
         if not docs:
             return []
         first = docs[0]
         if _get(first, "services") is not None:
-            return parse_compose(path, first, bool_flags)
+            return parse_compose(path, first, bool_flags, text)
         if any(_get(d, "apiVersion") is not None and _get(d, "kind") is not None for d in docs):
-            return parse_kubernetes(path, docs, bool_flags)
+            return parse_kubernetes(path, docs, bool_flags, text)
         if _get(first, "models") is not None:
-            return parse_llama_swap(path, first, bool_flags)
+            return parse_llama_swap(path, first, bool_flags, text)
         return []
     return parse_shell(path, text, bool_flags)
 

@@ -11,6 +11,7 @@ OOM killer) fire on it exactly as on a dmesg capture.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -194,10 +195,8 @@ class Probe:
             sec.missing.append(f"/proc/cmdline: {exc.strerror}")
         groups = Path("/sys/kernel/iommu_groups")
         if groups.is_dir():
-            try:
+            with contextlib.suppress(OSError):
                 sec.data["iommu_groups"] = sum(1 for _ in groups.iterdir())
-            except OSError:
-                pass
         lines: list[str] | None = None
         source = ""
         if self.o.kernel_log is not None:
@@ -289,9 +288,8 @@ class Probe:
             inside.append("podman (/run/.containerenv)")
         try:
             cg = Path("/proc/1/cgroup").read_text(errors="replace")
-            for word in ("docker", "kubepods", "containerd", "libpod", "lxc"):
-                if word in cg:
-                    inside.append(f"cgroup mentions {word}")
+            inside.extend(f"cgroup mentions {word}" for word in
+                          ("docker", "kubepods", "containerd", "libpod", "lxc") if word in cg)
         except OSError:
             pass
         if self.env.get("KUBERNETES_SERVICE_HOST"):
@@ -304,8 +302,8 @@ class Probe:
                        for p in Path("/dev").glob(pattern))
         sec.data["device_nodes"] = nodes
         if not any("nvidia" in n for n in nodes):
-            sec.missing.append("GPU device nodes: no /dev/nvidia* here (no GPU, or none passed into "
-                               "the container)")
+            sec.missing.append("GPU device nodes: no /dev/nvidia* here (no GPU, or none passed "
+                               "into the container)")
         return sec
 
     def environment(self) -> Section:
@@ -334,7 +332,8 @@ class Probe:
         try:
             sec.data.update(json.loads(proc.stdout))
         except json.JSONDecodeError:
-            sec.missing.append("p2p check failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            sec.missing.append(f"p2p check failed: {last}")
         if sec.data.get("skipped"):
             sec.missing.append(f"p2p: {sec.data['skipped']}")
         return sec
@@ -376,7 +375,7 @@ def iommu_mode(cmdline: str) -> str:
     opts = {w.split("=", 1)[0]: w.split("=", 1)[1] if "=" in w else "" for w in words}
     if opts.get("iommu") == "pt" or opts.get("amd_iommu") == "pt":
         return "passthrough (iommu=pt)"
-    if opts.get("intel_iommu") == "off" or opts.get("amd_iommu") == "off" or opts.get("iommu") == "off":
+    if "off" in (opts.get("intel_iommu"), opts.get("amd_iommu"), opts.get("iommu")):
         return "off"
     if opts.get("intel_iommu", "").startswith("on") or opts.get("amd_iommu") == "on":
         return "translated DMA (IOMMU on without iommu=pt): GPU peer-to-peer may fault"
@@ -393,8 +392,9 @@ def summary_text(bundle: dict[str, Any]) -> str:
         out.append(f"[{section}] {text}")
 
     v = s.get("versions", {}).get("data", {})
-    put("versions", f"driver={v.get('driver', '?')} cuda_driver_api={v.get('cuda_driver_api', '?')} "
-                    f"nvcc={v.get('nvcc', '?')} python={v.get('python')} kernel={v.get('kernel')}")
+    put("versions", f"driver={v.get('driver', '?')} "
+                    f"cuda_driver_api={v.get('cuda_driver_api', '?')} nvcc={v.get('nvcc', '?')} "
+                    f"python={v.get('python')} kernel={v.get('kernel')}")
     for name, ver in sorted(v.get("packages", {}).items()):
         put("versions", f"{name}=={ver}")
     for row in v.get("gpus", []):
@@ -420,7 +420,8 @@ def summary_text(bundle: dict[str, Any]) -> str:
         put("disk", f"{entry['path']}: free={_gib(entry['free_bytes'])} of "
                     f"{_gib(entry['total_bytes'])}")
     c = s.get("container", {}).get("data", {})
-    put("container", f"inside={', '.join(c.get('inside_container', [])) or 'no sign of a container'}"
+    inside = ", ".join(c.get("inside_container", [])) or "no sign of a container"
+    put("container", f"inside={inside}"
                      f" runtimes={','.join(c.get('runtimes_on_path', [])) or 'none on PATH'}")
     put("container", f"device nodes: {' '.join(c.get('device_nodes', [])) or 'none'}")
     for name, val in s.get("env", {}).get("data", {}).get("vars", {}).items():
@@ -436,8 +437,7 @@ def summary_text(bundle: dict[str, Any]) -> str:
     out.extend(k.get("messages", []))
     out.append("end of kernel messages")
     out.append(f"not collected: {len(bundle['not_collected'])} item(s)")
-    for item in bundle["not_collected"]:
-        out.append(f"  - {item}")
+    out.extend(f"  - {item}" for item in bundle["not_collected"])
     return "\n".join(out) + "\n"
 
 

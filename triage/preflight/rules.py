@@ -1,4 +1,4 @@
-"""The lint rule engine: the knowledge base's `config:` checks plus version-aware env/flag knowledge.
+"""The lint rule engine: the knowledge base's `config:` checks plus version-aware knob knowledge.
 
 A KB check fires on a launch when its target (env var, flag or setting) is present, its `value`
 regex (if any) is found in the value, and every name in `requires` is present too. A `requires`
@@ -134,7 +134,8 @@ def knob_findings(launch: Launch, ctx: Context) -> list[Finding]:
             out.append(Finding(item.file, item.line, SIG_ENV_UNKNOWN, "engine", "warning", msg,
                                item.shown(), fix, "env-unknown", launch.name, confidence,
                                list(base_notes)))
-        elif item.kind == "flag" and launch.engine == "vllm" and not knobs.flag_known(item.name, rel):
+        elif (item.kind == "flag" and launch.engine == "vllm"
+              and not knobs.flag_known(item.name, rel)):
             hist = knobs.history(engine, "flag", item.name, rel)
             near = knobs.closest(item.name, rel.flags)
             msg = f"{item.name} is not a flag of {rel.label()}"

@@ -17,44 +17,77 @@ from rich.theme import Theme
 from triage.models import Report
 from triage.textutil import neutralise
 
-THEME = Theme({
-    "triage.layer.node": "bold magenta",
-    "triage.layer.harness": "bold yellow",
-    "triage.layer.engine": "bold cyan",
-    "triage.layer.model": "bold green",
-    "triage.error": "bold red",
-    "triage.warning": "yellow",
-    "triage.info": "dim",
-    "triage.evidence": "white",
-    "triage.dim": "dim",
-    "triage.fix": "green",
-    "triage.ok": "bold green",
-})
+THEME = Theme(
+    {
+        "triage.layer.node": "bold magenta",
+        "triage.layer.harness": "bold yellow",
+        "triage.layer.engine": "bold cyan",
+        "triage.layer.model": "bold green",
+        "triage.error": "bold red",
+        "triage.warning": "yellow",
+        "triage.info": "dim",
+        "triage.evidence": "white",
+        "triage.dim": "dim",
+        "triage.fix": "green",
+        "triage.ok": "bold green",
+    }
+)
 
 
 def _console(stream: IO[str], color: bool | None) -> Console:
     if color is None:
         color = stream.isatty() and "NO_COLOR" not in os.environ
     return Console(
-        file=stream, theme=THEME, force_terminal=color, no_color=not color, width=110,
-        highlight=False, emoji=False, soft_wrap=True, color_system="standard" if color else None,
+        file=stream,
+        theme=THEME,
+        force_terminal=color,
+        no_color=not color,
+        width=110,
+        highlight=False,
+        emoji=False,
+        soft_wrap=True,
+        color_system="standard" if color else None,
     )
 
 
-def render_text(report: Report, *, explain: bool = False, color: bool | None = False,
-                stream: IO[str] | None = None) -> str:
+def render_text(
+    report: Report,
+    *,
+    explain: bool = False,
+    color: bool | None = False,
+    stream: IO[str] | None = None,
+) -> str:
     buf = stream or io.StringIO()
     con = _console(buf, color)
     names = ", ".join(f"{i.name} ({i.lines} lines, {i.format})" for i in report.inputs)
     con.print(Text(f"triage: {neutralise(names)}", style="triage.dim"))
     facts = report.facts
-    shown = [f"{k}={facts[k]}" for k in ("engine", "vllm_version", "sglang_version", "torch_version",
-                                         "cuda_version", "driver_version", "nccl_version", "gpu", "model")
-             if k in facts]
+    shown = [
+        f"{k}={facts[k]}"
+        for k in (
+            "engine",
+            "vllm_version",
+            "sglang_version",
+            "torch_version",
+            "cuda_version",
+            "driver_version",
+            "nccl_version",
+            "gpu",
+            "model",
+        )
+        if k in facts
+    ]
     if shown:
-        con.print(Text("facts: " + neutralise(", ".join(str(s) for s in shown)), style="triage.dim"))
+        con.print(
+            Text("facts: " + neutralise(", ".join(str(s) for s in shown)), style="triage.dim")
+        )
     for skip in report.skipped:
-        con.print(Text(f"note: {neutralise(skip['input'])}: {neutralise(skip['reason'])}", style="triage.warning"))
+        con.print(
+            Text(
+                f"note: {neutralise(skip['input'])}: {neutralise(skip['reason'])}",
+                style="triage.warning",
+            )
+        )
     if not report.hypotheses and not report.unrecognized:
         con.print(Text("No known failure found.", style="triage.ok"))
         return buf.getvalue() if stream is None else ""
@@ -64,8 +97,10 @@ def render_text(report: Report, *, explain: bool = False, color: bool | None = F
         head.append(f"#{hyp.rank} ", style="bold")
         head.append(f"[{hyp.layer}] ", style=f"triage.layer.{hyp.layer}")
         head.append(hyp.title, style="bold")
-        head.append(f"  ({hyp.signature}, {hyp.severity}, {hyp.status}, score {hyp.score:.2f})",
-                    style=f"triage.{hyp.severity}")
+        head.append(
+            f"  ({hyp.signature}, {hyp.severity}, {hyp.status}, score {hyp.score:.2f})",
+            style=f"triage.{hyp.severity}",
+        )
         con.print(head)
         if hyp.applicability:
             con.print(Text(f"   applicability: {hyp.applicability}", style="triage.warning"))
@@ -73,10 +108,14 @@ def render_text(report: Report, *, explain: bool = False, color: bool | None = F
         for ev in hyp.evidence:
             count = f" (x{ev.count})" if ev.count > 1 else ""
             role = "" if ev.role == "decisive" else f" [{ev.role}]"
-            con.print(Text(f"     {neutralise(ev.input)}:{ev.line}{role}{count}: ", style="triage.dim")
-                      + Text(neutralise(ev.text[:300]), style="triage.evidence"))
+            con.print(
+                Text(f"     {neutralise(ev.input)}:{ev.line}{role}{count}: ", style="triage.dim")
+                + Text(neutralise(ev.text[:300]), style="triage.evidence")
+            )
         if hyp.alternatives:
-            con.print(Text(f"   also consistent with: {', '.join(hyp.alternatives)}", style="triage.dim"))
+            con.print(
+                Text(f"   also consistent with: {', '.join(hyp.alternatives)}", style="triage.dim")
+            )
         for exp in hyp.explains:
             lines = ", ".join(str(n) for n in exp.lines[:8])
             con.print(Text(f"   explains: {exp.signature} (lines {lines})", style="triage.dim"))
@@ -107,6 +146,8 @@ def render_text(report: Report, *, explain: bool = False, color: bool | None = F
         con.print(Text("Unrecognized failure lines (no signature explains them):", style="bold"))
         for u in report.unrecognized:
             count = f" (x{u.count})" if u.count > 1 else ""
-            con.print(Text(f"  {neutralise(u.input)}:{u.line}{count}: ", style="triage.dim")
-                      + Text(neutralise(u.text[:300])))
+            con.print(
+                Text(f"  {neutralise(u.input)}:{u.line}{count}: ", style="triage.dim")
+                + Text(neutralise(u.text[:300]))
+            )
     return buf.getvalue() if stream is None else ""

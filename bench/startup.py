@@ -1,0 +1,125 @@
+"""Start-up benchmark: loading the knowledge base from YAML vs from the compiled SQLite file, and
+`triage` end to end on a 10-line log with each.
+
+    python bench/startup.py [--runs N] [--json]
+
+Everything is written under a temporary directory (cache, history); the user's files are untouched.
+Numbers are medians (min and max alongside) of N runs in fresh processes where it matters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = ROOT / "examples" / "vllm-kv-cache-oom.log"
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    return {"median_ms": round(statistics.median(samples) * 1000, 1),
+            "min_ms": round(min(samples) * 1000, 1), "max_ms": round(max(samples) * 1000, 1),
+            "runs": len(samples)}
+
+
+def _time(func: Callable[[], object], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        func()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _in_child(code: str, env: dict[str, str], runs: int) -> list[float]:
+    """Seconds reported by a fresh interpreter running code (which prints its own timing)."""
+    out = []
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                              text=True, check=True)
+        out.append(float(proc.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def _wall(args: list[str], env: dict[str, str], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, check=False)
+        out.append(time.perf_counter() - start)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(args)} failed: {proc.stderr.decode()[-500:]}")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    opts = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="triage-bench-") as tmp:
+        tmpdir = Path(tmp)
+        ten = tmpdir / "ten.log"
+        ten.write_text("".join(LOG.read_text(encoding="utf-8").splitlines(True)[:10]))
+        env = {**os.environ, "TRIAGE_CACHE_DIR": str(tmpdir / "cache"),
+               "TRIAGE_DB": str(tmpdir / "history.db")}
+        env.pop("TRIAGE_KB", None)
+        env.pop("TRIAGE_NO_KB_CACHE", None)
+        yaml_env = {**env, "TRIAGE_NO_KB_CACHE": "1"}
+        os.environ.update({k: env[k] for k in ("TRIAGE_CACHE_DIR", "TRIAGE_DB")})
+
+        from triage.kb import store
+        from triage.kb.load import content_hash, default_signature_dir, load_signatures
+
+        root = default_signature_dir()
+        built = store.build(root)
+        n_sigs = len(built.signatures)
+        results: dict[str, object] = {"signatures": n_sigs, "build_s": round(built.seconds, 2)}
+
+        # In this process (imports done): the load itself.
+        results["load_yaml"] = _stats(_time(lambda: load_signatures(root), max(2, opts.runs // 2)))
+        results["load_sqlite"] = _stats(_time(lambda: store.load_current(root), opts.runs * 4))
+        results["content_hash"] = _stats(_time(lambda: content_hash(root), opts.runs * 4))
+        results["stat_key"] = _stats(_time(lambda: store.stat_key(root), opts.runs * 4))
+
+        # In a fresh interpreter: load_kb() including its imports, and Engine construction.
+        code = ("import time; t = time.perf_counter(); from triage.api import Engine, load_kb; "
+                "kb = load_kb(); t1 = time.perf_counter(); Engine(kb); "
+                "print(time.perf_counter() - t1); print(t1 - t)")
+        results["fresh_load_kb_sqlite"] = _stats(_in_child(code, env, opts.runs))
+        results["fresh_load_kb_yaml"] = _stats(_in_child(code, yaml_env, max(2, opts.runs // 2)))
+        engine_code = code.replace("print(t1 - t)", "pass")
+        results["fresh_engine_build"] = _stats(_in_child(engine_code, env, opts.runs))
+        imports = "import time; t = time.perf_counter(); import triage.cli, triage.api; print(time.perf_counter() - t)"
+        results["fresh_imports"] = _stats(_in_child(imports, env, opts.runs))
+
+        # End to end: the command on a 10-line log.
+        cmd = [sys.executable, "-m", "triage", "--no-history", str(ten)]
+        results["triage_10_lines_sqlite"] = _stats(_wall(cmd, env, opts.runs))
+        results["triage_10_lines_yaml"] = _stats(_wall(cmd, yaml_env, max(2, opts.runs // 2)))
+        with_history = [sys.executable, "-m", "triage", str(ten)]
+        results["triage_10_lines_sqlite_with_history"] = _stats(_wall(with_history, env, opts.runs))
+        results["python_startup"] = _stats(_wall([sys.executable, "-c", "pass"], env, opts.runs))
+
+    if opts.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{n_sigs} signatures; compiled in {results['build_s']} s")
+    for key, value in results.items():
+        if isinstance(value, dict):
+            print(f"  {key:<38} median {value['median_ms']:>8.1f} ms   "
+                  f"(min {value['min_ms']:.1f}, max {value['max_ms']:.1f}, n={value['runs']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
