@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import multiprocessing.queues
+import multiprocessing.synchronize
 import sqlite3
 from pathlib import Path
 
@@ -26,7 +28,8 @@ TRANSACTIONS = 300
 LOG = ROOT / "corpus" / "engine" / "nccl-2.14-no-socket-interface-internal-error.log"
 
 
-def _writer(db: str, report_json: str, worker: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _writer(db: str, report_json: str, worker: int,
+            out: multiprocessing.queues.Queue[tuple[object, int, list[str]]]) -> None:
     from triage.history.recorder import record_run
 
     report = Report.model_validate_json(report_json)
@@ -52,10 +55,11 @@ def _writer(db: str, report_json: str, worker: int, out: mp.Queue) -> None:  # t
     out.put((worker, done, errors))
 
 
-def _reader(db: str, stop: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _reader(db: str, stop: multiprocessing.synchronize.Event,
+            out: multiprocessing.queues.Queue[tuple[object, int, list[str]]]) -> None:
     from triage.history import query
 
-    reads, errors = 0, []
+    reads, errors = 0, list[str]()
     while not stop.is_set():
         try:
             with opened(db) as conn:

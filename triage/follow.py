@@ -173,7 +173,8 @@ class _Generation:
 
     source: Source
     matcher: Matcher
-    reported: set[str]
+    reported: set[str]  # signatures already written as hypotheses
+    owners: set[str]  # signatures with at least one hit so far
 
 
 def _trim(line: Line) -> None:
@@ -198,7 +199,7 @@ class Follower:
         self.generation: _Generation | None = None
 
     def _new_generation(self) -> _Generation:
-        return _Generation(Source(name=self.name), self.engine.new_matcher(), set())
+        return _Generation(Source(name=self.name), self.engine.new_matcher(), set(), set())
 
     def run(self) -> None:
         while True:
@@ -232,8 +233,15 @@ class Follower:
             _trim(line)
         if len(gen.source.notes) > MAX_NOTES:
             del gen.source.notes[: len(gen.source.notes) - MAX_NOTES]
-        if len(hits) == before:
+        # The set of hypotheses can change only when a signature gets its first hit; more hits of
+        # known signatures only move scores. Ranking again only then keeps the cost per segment
+        # flat however often a failure repeats.
+        refs = self.engine.table.refs
+        fresh = {refs[h.pattern_index].owner for h in hits[before:]
+                 if refs[h.pattern_index].kind in ("sig", "diff")} - gen.owners
+        if not fresh:
             return
+        gen.owners |= fresh
         report = self.engine.report(matcher, [gen.source], {}, {})
         for hyp in report.hypotheses:
             if hyp.signature in gen.reported:
