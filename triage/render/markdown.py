@@ -105,10 +105,18 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
 def needs_from_reporter(report: Report, extra: Sequence[str] = ()) -> list[str]:
     """What the bot still needs: the caller's asks first, then the hypotheses' differential asks."""
     asks: list[str] = [a for i, a in enumerate(extra) if a not in extra[:i]]
+    sections: list[str] = []
     for hyp in report.hypotheses[:3]:
         for d in hyp.differential:
+            if d.favoured:
+                continue  # the log already speaks for this branch
             if d.ask and d.ask not in asks:
                 asks.append(d.ask)
+            if d.probe and d.probe not in sections:
+                sections.append(d.probe)
+    if sections:
+        asks.append("the bundle of `triage probe` run on the GPU host (it covers: "
+                    + ", ".join(sections) + "); attach it and triage re-ranks with it")
     if not report.hypotheses or all(h.kind == "symptom" for h in report.hypotheses):
         for default in ("the complete server log from the launch command on "
                         "(not only the last traceback)",

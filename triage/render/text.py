@@ -137,6 +137,14 @@ def render_text(
             con.print(Text("   verify:", style="triage.dim"))
             for v in hyp.verify:
                 con.print(Text(f"     - {v}"))
+        open_checks = [d for d in hyp.differential if not d.favoured and (d.ask or d.probe)]
+        if open_checks and hyp.rank <= 3:
+            con.print(Text("   to tell the causes apart:", style="triage.dim"))
+            for d in open_checks:
+                how = d.ask or ""
+                if d.probe:
+                    how = (how + "; " if how else "") + f"`triage probe` ({d.probe} section), then re-run triage with the bundle"
+                con.print(Text(f"     - {d.branch}: {how}"))
         if explain:
             con.print(Text("   score terms:", style="triage.dim"))
             for term in hyp.explain:
