@@ -39,13 +39,13 @@ def _time(func: Callable[[], object], runs: int) -> list[float]:
     return out
 
 
-def _in_child(code: str, env: dict[str, str], runs: int) -> list[float]:
-    """Seconds reported by a fresh interpreter running code (which prints its own timing)."""
+def _phases(code: str, arg: str, env: dict[str, str], runs: int) -> list[list[float]]:
+    """Per-phase seconds printed (as a JSON list) by a fresh interpreter running code."""
     out = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
-                              text=True, check=True)
-        out.append(float(proc.stdout.strip().splitlines()[-1]))
+        proc = subprocess.run([sys.executable, "-c", code, arg], env=env, cwd=ROOT,
+                              capture_output=True, text=True, check=True)
+        out.append([float(x) for x in json.loads(proc.stdout.strip().splitlines()[-1])])
     return out
 
 
@@ -91,16 +91,17 @@ def main() -> int:
         results["content_hash"] = _stats(_time(lambda: content_hash(root), opts.runs * 4))
         results["stat_key"] = _stats(_time(lambda: store.stat_key(root), opts.runs * 4))
 
-        # In a fresh interpreter: load_kb() including its imports, and Engine construction.
-        code = ("import time; t = time.perf_counter(); from triage.api import Engine, load_kb; "
-                "kb = load_kb(); t1 = time.perf_counter(); Engine(kb); "
-                "print(time.perf_counter() - t1); print(t1 - t)")
-        results["fresh_load_kb_sqlite"] = _stats(_in_child(code, env, opts.runs))
-        results["fresh_load_kb_yaml"] = _stats(_in_child(code, yaml_env, max(2, opts.runs // 2)))
-        engine_code = code.replace("print(t1 - t)", "pass")
-        results["fresh_engine_build"] = _stats(_in_child(engine_code, env, opts.runs))
-        imports = "import time; t = time.perf_counter(); import triage.cli, triage.api; print(time.perf_counter() - t)"
-        results["fresh_imports"] = _stats(_in_child(imports, env, opts.runs))
+        # In a fresh interpreter: imports, load_kb(), Engine(), the first run on the 10 lines.
+        code = ("import json, sys, time; t0 = time.perf_counter(); "
+                "from triage.api import Engine, load_kb; t1 = time.perf_counter(); "
+                "kb = load_kb(); t2 = time.perf_counter(); eng = Engine(kb); "
+                "t3 = time.perf_counter(); eng.run([sys.argv[1]]); t4 = time.perf_counter(); "
+                "print(json.dumps([t1 - t0, t2 - t1, t3 - t2, t4 - t3]))")
+        for label, run_env, n in (("sqlite", env, opts.runs),
+                                  ("yaml", yaml_env, max(2, opts.runs // 2))):
+            rows = _phases(code, str(ten), run_env, n)
+            for i, phase in enumerate(("imports", "load_kb", "engine_init", "first_run")):
+                results[f"fresh_{phase}_{label}"] = _stats([r[i] for r in rows])
 
         # End to end: the command on a 10-line log.
         cmd = [sys.executable, "-m", "triage", "--no-history", str(ten)]

@@ -258,8 +258,15 @@ def unknown(
 def _show_cluster(detail: query.ClusterDetail, format: Output) -> None:
     row = detail.row
     if format is Output.json:
-        _echo_json({**row.__dict__, "templates": detail.templates, "lines": detail.lines,
-                    "runs": detail.runs})
+        _echo_json({
+            "cluster": row.__dict__,
+            "templates": [{"template": t, "similarity": s, "lines": n}
+                          for t, s, n in detail.templates],
+            "lines": [{"run": r, "text": t, "input": i, "line": ln, "count": c}
+                      for r, t, i, ln, c in detail.lines],
+            "runs": [{"run": n, "run_id": rid, "ts": ts, "host": h, "engine_version": v}
+                     for n, rid, ts, h, v in detail.runs],
+        })
         return
     typer.echo(f"cluster {row.id}: {row.lines} lines in {row.runs} runs, first "
                f"{query.when(row.first_ts)}, last {query.when(row.last_ts)} UTC")
