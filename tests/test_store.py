@@ -30,10 +30,18 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def full_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the shipped signatures (the working tree may change while the tests run)."""
+    root = tmp_path_factory.mktemp("snapshot") / "signatures"
+    shutil.copytree(SIGNATURES, root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def full_kb(tmp_path_factory: pytest.TempPathFactory, snapshot: Path) -> Iterator[Path]:
     """The shipped signatures compiled once into a module-private file."""
     path = tmp_path_factory.mktemp("kb") / "kb.db"
-    store.build(SIGNATURES, path)
+    store.build(snapshot, path)
     yield path
 
 
@@ -48,10 +56,10 @@ def small_root(tmp_path: Path, ids: tuple[str, ...] = (
     return root
 
 
-def test_build_then_load_is_sqlite_and_equal(full_kb: Path) -> None:
-    kb = store.load_current(SIGNATURES, full_kb)
+def test_build_then_load_is_sqlite_and_equal(full_kb: Path, snapshot: Path) -> None:
+    kb = store.load_current(snapshot, full_kb)
     assert kb.source == "sqlite"
-    assert kb.digest == content_hash(SIGNATURES)
+    assert kb.digest == content_hash(snapshot)
     with sqlite3.connect(full_kb) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("PRAGMA application_id").fetchone()[0] == store.APPLICATION_ID
@@ -59,7 +67,7 @@ def test_build_then_load_is_sqlite_and_equal(full_kb: Path) -> None:
         rows = conn.execute("SELECT count(*) FROM signatures").fetchone()[0]
     assert rows == len(kb.signatures) > 100
     # The stored JSON round-trips to the very objects the YAML gives.
-    yaml_sigs = {s.id: s for s in load_signatures(SIGNATURES).signatures}
+    yaml_sigs = {s.id: s for s in load_signatures(snapshot).signatures}
     assert {s.id: s for s in kb.signatures} == yaml_sigs
 
 
@@ -131,29 +139,34 @@ def test_build_leaves_no_temporaries_and_sweeps_dead_ones(tmp_path: Path) -> Non
     assert [p.name for p in tmp_path.iterdir() if store._TMP_MARK in p.name] == []
 
 
+@pytest.fixture
+def kb_args(full_kb: Path, snapshot: Path) -> list[str]:
+    return ["--kb", str(full_kb), "--signatures", str(snapshot)]
+
+
 def test_fts_query_quotes_every_word() -> None:
     assert fts_query('illegal "memory" OR access*') == '"illegal" "memory" "OR" "access"'
     assert fts_query("  ") == ""
 
 
-def test_cli_search_ranks_by_relevance(full_kb: Path) -> None:
-    result = runner.invoke(APPS["search"], ["illegal memory access", "--kb", str(full_kb)])
+def test_cli_search_ranks_by_relevance(kb_args: list[str]) -> None:
+    result = runner.invoke(APPS["search"], ["illegal memory access", *kb_args])
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
     assert "cuda-illegal-memory-access" in first
 
 
-def test_cli_search_fuzzy_fallback_for_pasted_line(full_kb: Path) -> None:
+def test_cli_search_fuzzy_fallback_for_pasted_line(kb_args: list[str]) -> None:
     line = ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1201, "
             "internal error, NCCL version 2.14.3 zzqx")
-    result = runner.invoke(APPS["search"], [line, "--kb", str(full_kb)])
+    result = runner.invoke(APPS["search"], [line, *kb_args])
     assert result.exit_code == 0, result.output
     assert "closest known" in result.output
     assert result.output.splitlines()[1].split()[1].startswith("nccl-")
 
 
-def test_cli_search_nothing(full_kb: Path) -> None:
-    result = runner.invoke(APPS["search"], ["qqqxz", "--kb", str(full_kb)])
+def test_cli_search_nothing(kb_args: list[str]) -> None:
+    result = runner.invoke(APPS["search"], ["qqqxz", *kb_args])
     assert result.exit_code == 1 and "no signature matches" in result.output
 
 
@@ -166,7 +179,7 @@ def test_cli_build_reports_up_to_date(tmp_path: Path) -> None:
     assert again.exit_code == 0 and "up to date" in again.output
 
 
-def test_cli_show_renders_every_section(full_kb: Path, tmp_path: Path) -> None:
+def test_cli_show_renders_every_section(kb_args: list[str]) -> None:
     from triage.history.recorder import record_run
     from triage.models import Hypothesis, InputInfo, Report
 
@@ -175,7 +188,7 @@ def test_cli_show_renders_every_section(full_kb: Path, tmp_path: Path) -> None:
     report = Report(inputs=[InputInfo(name="a.log", lines=10, format="plain")], hypotheses=[hyp])
     for _ in range(3):
         record_run(report, host="gpu-3")
-    result = runner.invoke(APPS["show"], ["kv-cache-no-memory", "--kb", str(full_kb)])
+    result = runner.invoke(APPS["show"], ["kv-cache-no-memory", *kb_args])
     assert result.exit_code == 0, result.output
     out = result.output
     for part in ("layer engine", "status fixed", "patterns:", "differential checks:",
@@ -184,20 +197,20 @@ def test_cli_show_renders_every_section(full_kb: Path, tmp_path: Path) -> None:
         assert part in out, part
 
 
-def test_cli_show_unknown_suggests(full_kb: Path) -> None:
-    result = runner.invoke(APPS["show"], ["kv-cache-no-memry", "--kb", str(full_kb)])
+def test_cli_show_unknown_suggests(kb_args: list[str]) -> None:
+    result = runner.invoke(APPS["show"], ["kv-cache-no-memry", *kb_args])
     assert result.exit_code == 2
     assert "did you mean kv-cache-no-memory" in result.output
 
 
-def test_cli_stats_counts_and_never_fired(full_kb: Path) -> None:
+def test_cli_stats_counts_and_never_fired(kb_args: list[str]) -> None:
     from triage.history.recorder import record_run
     from triage.models import Hypothesis, InputInfo, Report
 
     hyp = Hypothesis(rank=1, signature="kv-cache-no-memory", title="t", layer="engine",
                      severity="error", status="fixed", score=9.5, evidence=[])
     record_run(Report(inputs=[InputInfo(name="a.log", lines=1, format="plain")], hypotheses=[hyp]))
-    result = runner.invoke(APPS["stats"], ["--kb", str(full_kb), "--format", "json"])
+    result = runner.invoke(APPS["stats"], [*kb_args, "--format", "json"])
     assert result.exit_code == 0, result.output
     import json
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from triage.frame import frame_line
 from triage.kb.schema import Signature
 from triage.models import Hit, Line
-from triage.read import Segment, count_breaks
+from triage.read import Segment
 from triage.regexes import compile_linear
 from triage.scanners import Scanner, make_scanner
 
@@ -101,7 +101,7 @@ class Matcher:
         raw_hits = self.scanner.scan(segment.data)
         if not raw_hits:
             return
-        by_line = _locate(segment.data, raw_hits)
+        by_line = _locate(segment, raw_hits)
         refs = self.table.refs
         for (start, end, number_offset), pattern_ids in by_line:
             eager = [
@@ -189,18 +189,18 @@ class Matcher:
 
 
 def _locate(
-    data: bytes, raw_hits: list[tuple[int, int]]
+    segment: Segment, raw_hits: list[tuple[int, int]]
 ) -> list[tuple[tuple[int, int, int], set[int]]]:
     """Group (end_offset, pattern) pairs by the line holding the match's last byte.
 
     Returns ((line_start, line_end, line_index_in_segment), pattern ids) sorted by position.
-    Every search is bounded by the nearest LF, so the cost is linear in the segment."""
+    Every search is bounded by the nearest LF, and line numbers come from the segment's block
+    index, so the cost is linear in the candidates, not in the segment."""
+    data = segment.data
     raw_hits.sort()
     out: list[tuple[tuple[int, int, int], set[int]]] = []
     current_ids: set[int] = set()
     current_key: tuple[int, int, int] | None = None
-    counted_to = 0
-    line_index = 0
     n = len(data)
     for end, pid in raw_hits:
         p = min(max(end - 1, 0), n - 1) if n else 0
@@ -219,9 +219,7 @@ def _locate(
         line_end = next_cr if next_cr >= 0 else next_lf
         if current_key is not None:
             out.append((current_key, current_ids))
-        line_index += count_breaks(data[counted_to:start])
-        counted_to = start
-        current_key = (start, line_end, line_index)
+        current_key = (start, line_end, segment.line_index(start))
         current_ids = {pid}
     if current_key is not None:
         out.append((current_key, current_ids))

@@ -10,8 +10,8 @@ input line, so line numbers still point at the input as given.
 
 from __future__ import annotations
 
-import bz2  # noqa: F401 - imported so that a future .bz2 reader needs no new dependency
 import gzip
+from bisect import bisect_right
 import io
 import json
 import os
@@ -44,6 +44,17 @@ class Segment:
     data: bytes
     first_line: int  # 1-based number of the first line in data
     lines: int  # number of line starts in data (a trailing partial line counts)
+    # Line-break index: block start offsets and the breaks before each block, so that the matcher
+    # finds a candidate's line number by counting inside one block, never the segment again.
+    block_starts: list[int] = field(default_factory=list)
+    block_breaks: list[int] = field(default_factory=list)
+
+    def line_index(self, offset: int) -> int:
+        """0-based index of the line starting at `offset` (a line start) within this segment."""
+        if not self.block_starts:
+            return count_breaks_in(self.data, 0, offset)
+        i = bisect_right(self.block_starts, offset) - 1
+        return self.block_breaks[i] + count_breaks_in(self.data, self.block_starts[i], offset)
 
 
 @dataclass
@@ -66,6 +77,35 @@ def count_breaks(data: bytes) -> int:
     if b"\r" in data:  # a memchr-speed test; CRs are rare outside tqdm bars and vLLM tracebacks
         n += data.count(b"\r") - data.count(b"\r\n")
     return n
+
+
+INDEX_BLOCK = 1 << 16
+
+
+def count_breaks_in(data: bytes, start: int, end: int) -> int:
+    """count_breaks(data[start:end]) without copying (the range must not split a CRLF)."""
+    n = data.count(b"\n", start, end)
+    if data.find(b"\r", start, end) >= 0:
+        n += data.count(b"\r", start, end) - data.count(b"\r\n", start, end)
+    return n
+
+
+def index_breaks(data: bytes, block: int = INDEX_BLOCK) -> tuple[int, list[int], list[int]]:
+    """Total line breaks of data, with the block index used by `Segment.line_index`."""
+    starts: list[int] = []
+    breaks: list[int] = []
+    total = 0
+    pos = 0
+    n = len(data)
+    while pos < n:
+        end = min(n, pos + block)
+        if end < n and data[end - 1] == 13:  # never split a CRLF between two blocks
+            end += 1
+        starts.append(pos)
+        breaks.append(total)
+        total += count_breaks_in(data, pos, end)
+        pos = end
+    return total, starts, breaks
 
 
 def _last_break_end(data: bytes | bytearray) -> int:
@@ -165,8 +205,9 @@ def iter_segments(
         buf = carry + data if carry else data
         if not data:
             if buf:
-                yield from _emit(buf, source, next_line, json_mode)
-                next_line += _lines_in(buf)
+                for seg in _emit(buf, source, next_line, json_mode):
+                    yield seg
+                    next_line += seg.lines
             break
         cut = _last_break_end(buf)
         if cut == 0:
@@ -183,7 +224,7 @@ def iter_segments(
                 source.fmt = "json-lines"
         for seg in _emit(chunk, source, next_line, json_mode):
             yield seg
-        next_line += count_breaks(chunk)
+            next_line += seg.lines
     source.lines = next_line - 1
 
 
@@ -205,8 +246,9 @@ def _emit(
     if json_mode:
         chunk = _decode_json_lines(chunk)
     chunk = strip_ansi_bytes(chunk)
-    lines = _lines_in(chunk)
-    yield Segment(source.name, chunk, first_line, lines)
+    total, starts, breaks = index_breaks(chunk)
+    lines = total + (0 if not chunk or chunk.endswith((b"\n", b"\r")) else 1)
+    yield Segment(source.name, chunk, first_line, lines, starts, breaks)
 
 
 def _looks_like_json_lines(chunk: bytes) -> bool:
