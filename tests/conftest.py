@@ -28,3 +28,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=3.0,
         help="seconds each atheris fuzz target runs (longer on demand)",
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never write the user's history database or caches (subprocesses inherit this)."""
+    import os
+
+    base = tmp_path_factory.mktemp("user-dirs")
+    os.environ["TRIAGE_DB"] = str(base / "history.db")
+    os.environ["TRIAGE_CACHE_DIR"] = str(base / "cache")
+    os.environ.pop("TRIAGE_KB", None)

@@ -18,4 +18,5 @@ def fired(report: Report) -> set[str]:
     out = {h.signature for h in report.hypotheses}
     for h in report.hypotheses:
         out |= {e.signature for e in h.explains}
+        out |= set(h.alternatives)
     return out

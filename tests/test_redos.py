@@ -128,8 +128,6 @@ def test_lint_with_redos_rule_rejects_evil(pattern: str) -> None:
     assert _lint_with_redos(pattern)
 
 
-@pytest.mark.xfail(strict=True, reason="lint.check_syntax does not call "
-                   "triage.kb.redos.redos_issues yet; wire it in and drop this marker")
 def test_check_syntax_alone_rejects_every_evil_pattern() -> None:
     missed = [p for p in EVIL if not check_syntax(_signature(p), "probe.yaml")]
     assert not missed, f"check_syntax accepts: {missed}"

@@ -115,6 +115,14 @@ def triage_command(
     signatures: Annotated[
         Path | None, typer.Option("--signatures", help="Signature directory")
     ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-F", help="Follow the inputs like tail -F; one JSON line per new hypothesis"),
+    ] = False,
+    kb_path: Annotated[
+        Path | None,
+        typer.Option("--kb", envvar="TRIAGE_KB", help="Compiled knowledge base file (default: user cache)"),
+    ] = None,
     jobs: Annotated[
         int, typer.Option("--jobs", "-j", min=1, max=64, help="Worker processes for large files")
     ] = 1,
@@ -148,8 +156,20 @@ def triage_command(
     args = inputs or ["-"]
     if args == ["-"] and sys.stdin.isatty():
         raise _fail("no input: give a log file, a directory, or pipe a log on stdin (see --help)")
+    if follow:
+        from triage.api import load_kb as _load
+        from triage.follow import run_follow
+        from triage.kb.store import load_current
+
+        kb = load_current(signatures, kb_path) if kb_path else _load(signatures)
+        raise typer.Exit(run_follow(args, Engine(kb, RunOptions(engine=engine)), sys.stdout))
     try:
-        kb = load_kb(signatures)
+        if kb_path:
+            from triage.kb.store import load_current
+
+            kb = load_current(signatures, kb_path)
+        else:
+            kb = load_kb(signatures)
         eng = Engine(
             kb, RunOptions(engine=engine, max_decompressed=max_decompressed_mib << 20, jobs=jobs)
         )

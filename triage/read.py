@@ -245,9 +245,11 @@ def _emit(
         chunk = chunk.replace(b"\0", b" ")  # NULs would end C strings in the scanners
     if json_mode:
         chunk = _decode_json_lines(chunk)
+    # a last line without a break counts, even when it held nothing but escape sequences
+    partial = bool(chunk) and not chunk.endswith((b"\n", b"\r"))
     chunk = strip_ansi_bytes(chunk)
     total, starts, breaks = index_breaks(chunk)
-    lines = total + (0 if not chunk or chunk.endswith((b"\n", b"\r")) else 1)
+    lines = total + (1 if partial else 0)
     yield Segment(source.name, chunk, first_line, lines, starts, breaks)
 
 

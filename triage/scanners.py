@@ -75,6 +75,11 @@ def to_bytes_pattern(pattern: str) -> str:
             continue
         if in_class and ch == "]":
             in_class = False
+        if not in_class and ch == "." and (i + 1 >= n or pattern[i + 1] not in "*+"):
+            # one character may be up to 4 UTF-8 bytes (a typographic apostrophe in "couldn't")
+            out.append("(?:[^\\n]{1,4})")
+            i += 1
+            continue
         if ord(ch) > 0x7F:
             # a non-ASCII literal: its UTF-8 bytes (inside a class: any high byte, a superset)
             if in_class:

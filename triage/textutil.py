@@ -64,7 +64,7 @@ def mask(text: str, limit: int = 400) -> str:
     text = text[: limit * 4]
     for pattern, replacement in _MASKS:
         text = pattern.sub(replacement, text)
-    return _SPACES_RE.sub(" ", text).strip()[:limit]
+    return _SPACES_RE.sub(" ", text).strip()[:limit].rstrip()
 
 
 # Characters that must never reach a terminal from untrusted input: C0 controls except TAB,

@@ -70,7 +70,9 @@ def job_from_event(
     comment = _d(payload, "comment")
     if event == "issue_comment" and is_bot_user(_d(comment, "user"), bot_login):
         return "comment by a bot"
-    labels = [str(lb.get("name", "")) for lb in issue.get("labels") or [] if isinstance(lb, dict)]
+    raw_labels = issue.get("labels")
+    labels = [str(lb.get("name", "")) for lb in (raw_labels if isinstance(raw_labels, list) else [])
+              if isinstance(lb, dict)]
     if OPT_OUT_LABELS & {lb.lower() for lb in labels}:
         return "opted out by label"
     repo = str(_d(payload, "repository").get("full_name", ""))
@@ -78,7 +80,7 @@ def job_from_event(
         return "no repository in payload"
     try:
         number = int(issue.get("number", 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return "bad issue number"
     if number <= 0:
         return "bad issue number"

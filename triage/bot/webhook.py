@@ -250,7 +250,7 @@ class WebhookServer:
                     return
                 try:
                     payload = parse_payload(body)
-                except (ValueError, UnicodeDecodeError):
+                except (ValueError, UnicodeDecodeError, RecursionError):
                     self._answer(400, "payload is not JSON")
                     return
                 job = job_from_event(event, payload, bot_login=server.bot_login, delivery=delivery)

@@ -17,6 +17,7 @@ import regex
 
 from triage.kb.load import LoadResult, load_signatures
 from triage.kb.schema import Signature
+from triage.kb.redos import redos_issues
 from triage.regexes import compile_linear
 from triage.textutil import strip_ansi
 
@@ -78,8 +79,6 @@ _UNPORTABLE = (
     (regex.compile(r"\\[AZzG]"), "string anchors are not portable"),
 )
 
-# Nested unbounded quantifiers are the classic catastrophic-backtracking shape.
-_NESTED_QUANTIFIER = regex.compile(r"\((?:[^()\\]|\\.)*[*+](?:[^()\\]|\\.)*\)[*+{]")
 
 
 @dataclass(frozen=True)
@@ -125,8 +124,7 @@ def check_syntax(sig: Signature, path: str) -> list[Issue]:
         for rule, message in _UNPORTABLE:
             if rule.search(pattern):
                 issues.append(Issue(path, field, message))
-        if _NESTED_QUANTIFIER.search(pattern):
-            issues.append(Issue(path, field, "nested unbounded quantifiers can backtrack badly"))
+        issues.extend(Issue(path, field, msg) for msg in redos_issues(pattern))
         if pattern.count(".*") + pattern.count(".+") > 2:
             issues.append(Issue(path, field, "more than two .* gaps: make the pattern specific"))
     return issues

@@ -34,6 +34,12 @@ class _StrictLoader(yaml.SafeLoader):
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "found an unhashable mapping key", key_node.start_mark
+                ) from None
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark
@@ -103,6 +109,8 @@ def load_signature_file(path: Path) -> tuple[Signature | None, list[LoadError]]:
         return None, [LoadError(shown, "", "not UTF-8")]
     except yaml.YAMLError as exc:
         return None, [LoadError(shown, "", f"invalid YAML: {exc}".replace("\n", " "))]
+    except RecursionError:
+        return None, [LoadError(shown, "", "YAML nested too deeply")]
     if not isinstance(data, dict):
         return None, [LoadError(shown, "", "top level must be a mapping")]
     try:
