@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# pydantic scans every installed package's entry points for plugins at first use; triage uses none,
+# and the scan costs tens of milliseconds of start-up.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "load_kb", "triage"]

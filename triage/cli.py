@@ -1,62 +1,44 @@
 """The `triage` command: arguments, choice of source and renderer, exit status. No matching logic.
 
-`triage [OPTIONS] [INPUT...]` triages logs (files, directories, '-' or a pipe on stdin).
-Subcommands (`triage kb lint`, `triage kb eval`, ...) live in a Typer app; the first argument
-decides which is meant. Exit status: 0 no failure diagnosed, 1 failure diagnosed or found,
-2 usage or input error (one line on stderr, never a traceback).
+`triage [OPTIONS] [INPUT...]` triages logs (files, directories, '-' or a pipe on stdin). It is parsed
+with argparse so that a triage starts fast; subcommands (`triage kb lint`, `triage comment`, ...)
+are Typer apps that live with their feature and are imported only when used. The first argument
+decides which is meant (subcommand names win over files of that name: use `./bench` for a file).
+Exit status: 0 no failure diagnosed, 1 failure diagnosed or found, 2 usage or input error (one line
+on stderr, never a traceback).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
-
-import typer
+from typing import TYPE_CHECKING
 
 from triage import __version__
-from triage.render import Format
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="triage subcommands (run `triage --help` for log triage itself)",
-)
-kb_app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="The knowledge base: lint, eval, docs, search, show, build.",
-)
-app.add_typer(kb_app, name="kb")
+if TYPE_CHECKING:
+    from triage.models import Report
 
-SUBCOMMANDS = {"kb"}
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+FORMATS = ("text", "json", "markdown", "jsonl")
 
-# Subcommands that live with their feature: name -> module exposing `APPS: dict[str, typer.Typer]`.
-# Each app is run with the remaining arguments, so features stay in their own files.
+# Subcommands: name -> module exposing `APPS: dict[str, typer.Typer]`, run with the remaining args.
 PLUGIN_COMMANDS: dict[str, str] = {
-    "comment": "triage.bot.cli",
-    "bot": "triage.bot.cli",
-    "serve": "triage.bot.cli",
-    "run": "triage.bot.cli",
-    "watch": "triage.bot.cli",
-    "history": "triage.history.cli",
-    "stats": "triage.history.cli",
-    "unknown": "triage.history.cli",
-    "draft": "triage.history.cli",
+    "kb": "triage.kb.cli",
+    "comment": "triage.bot.cli", "bot": "triage.bot.cli", "serve": "triage.bot.cli",
+    "run": "triage.bot.cli", "watch": "triage.bot.cli",
+    "history": "triage.history.cli", "stats": "triage.history.cli",
+    "unknown": "triage.history.cli", "draft": "triage.history.cli",
     "feedback": "triage.history.cli",
-    "lint": "triage.preflight.cli",
-    "probe": "triage.preflight.cli",
+    "lint": "triage.preflight.cli", "probe": "triage.preflight.cli",
     "bench": "triage.benchmarks.cli",
 }
-# `triage kb <name>` subcommands provided by another module the same way.
+# `triage kb <name>` subcommands provided by `triage.kb.commands`.
 KB_PLUGIN_COMMANDS: dict[str, str] = {
-    "build": "triage.kb.commands",
-    "search": "triage.kb.commands",
-    "show": "triage.kb.commands",
-    "stats": "triage.kb.commands",
+    "build": "triage.kb.commands", "search": "triage.kb.commands",
+    "show": "triage.kb.commands", "stats": "triage.kb.commands",
 }
 
 
@@ -65,218 +47,122 @@ def _run_plugin(module_name: str, name: str, args: list[str], prog: str) -> None
 
     try:
         module = importlib.import_module(module_name)
-    except ImportError:
-        typer.echo(f"triage: '{name}' is not available in this build", err=True)
+    except ImportError as exc:
+        print(f"triage: '{name}' is not available in this build ({exc})", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    sub = module.APPS[name]
-    sub(args=args, prog_name=prog, standalone_mode=True)
+    module.APPS[name](args=args, prog_name=prog, standalone_mode=True)
 
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"triage: {message} (see triage --help)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"triage: {message}", err=True)
-    return typer.Exit(EXIT_USAGE)
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="triage",
+        description="Triage LLM-serving logs: what broke, in which layer, the lines that show it, "
+        "what to try and what will prove the fix.",
+        epilog="Subcommands: kb (lint, eval, docs, search, show, stats, build, export-patterns), "
+        "comment, run, watch, bot, serve, history, stats, unknown, draft, feedback, lint, probe, "
+        "bench. Run `triage SUBCOMMAND --help`. Exit status: 0 no failure, 1 failure diagnosed, "
+        "2 usage or input error.",
+    )
+    p.add_argument("inputs", nargs="*", metavar="INPUT",
+                   help="log files, run directories, .gz/.zst files, or '-' for stdin (default)")
+    p.add_argument("-f", "--format", choices=FORMATS, default="text", help="output format")
+    p.add_argument("--explain", action="store_true", help="show the terms of every score")
+    color = p.add_mutually_exclusive_group()
+    color.add_argument("--color", dest="color", action="store_const", const=True, default=None,
+                       help="force colour on")
+    color.add_argument("--no-color", dest="color", action="store_const", const=False,
+                       help="force colour off (NO_COLOR is honoured too)")
+    p.add_argument("-F", "--follow", action="store_true",
+                   help="follow the inputs like tail -F; one JSON line per new hypothesis")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes for large files")
+    p.add_argument("--engine", choices=("hyperscan", "re2", "re"), help="scanner to use")
+    p.add_argument("--signatures", type=Path, help="signature directory (default: the shipped one)")
+    p.add_argument("--kb", dest="kb_path", type=Path, default=os.environ.get("TRIAGE_KB") or None,
+                   help="compiled knowledge base file (default: user cache; env TRIAGE_KB)")
+    p.add_argument("--max-decompressed", type=int, default=4096, metavar="MIB",
+                   help="limit for .gz/.zst input, MiB (default 4096)")
+    p.add_argument("--no-history", action="store_true", help="do not record this run in the history")
+    p.add_argument("--db", type=Path, default=os.environ.get("TRIAGE_DB") or None,
+                   help="history database (default: user data dir; env TRIAGE_DB)")
+    p.add_argument("--run-id", help="run id to record with the history")
+    p.add_argument("--version", action="store_true", help="show version and scanning engine")
+    return p
 
 
-triage_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-
-def _version_callback(value: bool) -> None:
-    if value:
+def triage_main(argv: list[str]) -> int:
+    opts = _parser().parse_args(argv)
+    if opts.version:
         from triage.scanners import available_engines
 
-        typer.echo(
-            f"triage {__version__} (scanner: {available_engines()[0]}; "
-            f"available: {', '.join(available_engines())})"
-        )
-        raise typer.Exit(0)
-
-
-@triage_app.command(context_settings={"help_option_names": ["-h", "--help"]})
-def triage_command(
-    inputs: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="Log files, run directories, .gz/.zst files, or '-' for stdin (default: stdin)"
-        ),
-    ] = None,
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output format")] = Format.text,
-    explain: Annotated[
-        bool, typer.Option("--explain", help="Show the terms of every score")
-    ] = False,
-    color: Annotated[
-        bool | None, typer.Option("--color/--no-color", help="Force colour on or off")
-    ] = None,
-    engine: Annotated[
-        str | None, typer.Option("--engine", help="Scanner: hyperscan, re2 or re")
-    ] = None,
-    signatures: Annotated[
-        Path | None, typer.Option("--signatures", help="Signature directory")
-    ] = None,
-    follow: Annotated[
-        bool,
-        typer.Option("--follow", "-F", help="Follow the inputs like tail -F; one JSON line per new hypothesis"),
-    ] = False,
-    kb_path: Annotated[
-        Path | None,
-        typer.Option("--kb", envvar="TRIAGE_KB", help="Compiled knowledge base file (default: user cache)"),
-    ] = None,
-    jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=1, max=64, help="Worker processes for large files")
-    ] = 1,
-    max_decompressed_mib: Annotated[
-        int, typer.Option("--max-decompressed", help="Limit for .gz/.zst input, MiB")
-    ] = 4096,
-    no_history: Annotated[
-        bool, typer.Option("--no-history", help="Do not record this run in the history database")
-    ] = False,
-    db: Annotated[
-        Path | None,
-        typer.Option("--db", envvar="TRIAGE_DB", help="History database (default: user data dir)"),
-    ] = None,
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Run id to record with the history")
-    ] = None,
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            callback=_version_callback,
-            is_eager=True,
-            help="Show version and scanning engine",
-        ),
-    ] = False,
-) -> None:
-    """Triage LLM-serving logs: what broke, in which layer, the lines that show it, what to try."""
-    from triage.api import Engine, RunOptions, load_kb
+        engines = available_engines()
+        print(f"triage {__version__} (scanner: {engines[0]}; available: {', '.join(engines)})")
+        return EXIT_OK
+    if not 1 <= opts.jobs <= 64:
+        print("triage: --jobs must be between 1 and 64", file=sys.stderr)
+        return EXIT_USAGE
+    args = opts.inputs or ["-"]
+    if args == ["-"] and sys.stdin.isatty():
+        print("triage: no input: give a log file, a directory, or pipe a log on stdin "
+              "(see --help)", file=sys.stderr)
+        return EXIT_USAGE
+    from triage.api import Engine, RunOptions
+    from triage.kb.store import load_current
     from triage.read import InputError
 
-    args = inputs or ["-"]
-    if args == ["-"] and sys.stdin.isatty():
-        raise _fail("no input: give a log file, a directory, or pipe a log on stdin (see --help)")
-    if follow:
-        from triage.api import load_kb as _load
+    kb = load_current(opts.signatures, opts.kb_path)
+    options = RunOptions(engine=opts.engine, max_decompressed=opts.max_decompressed << 20,
+                         jobs=opts.jobs)
+    if opts.follow:
         from triage.follow import run_follow
-        from triage.kb.store import load_current
 
-        kb = load_current(signatures, kb_path) if kb_path else _load(signatures)
-        raise typer.Exit(run_follow(args, Engine(kb, RunOptions(engine=engine)), sys.stdout))
+        return run_follow(args, Engine(kb, options), sys.stdout)
     try:
-        if kb_path:
-            from triage.kb.store import load_current
-
-            kb = load_current(signatures, kb_path)
-        else:
-            kb = load_kb(signatures)
-        eng = Engine(
-            kb, RunOptions(engine=engine, max_decompressed=max_decompressed_mib << 20, jobs=jobs)
-        )
-        report = eng.run(args)
+        report = Engine(kb, options).run(args)
     except InputError as exc:
-        raise _fail(str(exc)) from None
+        print(f"triage: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if all(i.lines == 0 for i in report.inputs):
-        raise _fail("empty input: nothing to triage")
-    if not no_history:
-        _record_history(report, db, run_id)
-    _emit(report, format, explain, color)
-    raise typer.Exit(EXIT_FAILURE if report.failed else EXIT_OK)
+        print("triage: empty input: nothing to triage", file=sys.stderr)
+        return EXIT_USAGE
+    if not opts.no_history:
+        _record_history(report, opts.db, opts.run_id)
+    _emit(report, opts.format, opts.explain, opts.color)
+    return EXIT_FAILURE if report.failed else EXIT_OK
 
 
-def _record_history(report: object, db: Path | None, run_id: str | None) -> None:
+def _record_history(report: Report, db: Path | None, run_id: str | None) -> None:
     """Record the run in the history database; a history problem never fails a triage."""
     try:
         from triage.history.recorder import record_run
     except ImportError:
         return
     try:
-        record_run(report, db_path=db, run_id=run_id)  # type: ignore[arg-type]
+        record_run(report, db_path=db, run_id=run_id)
     except Exception as exc:
-        typer.echo(f"triage: note: history not recorded: {exc}", err=True)
+        print(f"triage: note: history not recorded: {exc}", file=sys.stderr)
 
 
-def _emit(report: object, fmt: Format, explain: bool, color: bool | None) -> None:
-    from triage.models import Report
-    from triage.render.json import render_json
-    from triage.render.markdown import render_markdown
-    from triage.render.text import render_text
+def _emit(report: Report, fmt: str, explain: bool, color: bool | None) -> None:
+    if fmt in ("json", "jsonl"):
+        from triage.render.json import render_json
 
-    assert isinstance(report, Report)
-    if fmt is Format.json or fmt is Format.jsonl:
-        sys.stdout.write(
-            render_json(report, explain=explain)
-            if fmt is Format.json
-            else render_json(report, explain=explain).replace("\n", " ") + "\n"
-        )
-    elif fmt is Format.markdown:
+        text = render_json(report, explain=explain)
+        sys.stdout.write(text if fmt == "json" else text.replace("\n", " ").rstrip() + "\n")
+    elif fmt == "markdown":
+        from triage.render.markdown import render_markdown
+
         sys.stdout.write(render_markdown(report))
     else:
+        from triage.render.text import render_text
+
         render_text(report, explain=explain, color=color, stream=sys.stdout)
     sys.stdout.flush()
-
-
-@kb_app.command("lint")
-def kb_lint(
-    root: Annotated[Path | None, typer.Argument(help="Signature directory")] = None,
-    fast: Annotated[bool, typer.Option("--fast", help="Skip the adversarial timing check")] = False,
-) -> None:
-    """Check every signature: schema, portable regexes, linear time, examples, generic patterns, overlaps."""
-    from triage.kb.lint import lint
-
-    issues = lint(root, timing=not fast)
-    for issue in issues:
-        typer.echo(str(issue))
-    typer.echo(f"{len(issues)} issue(s)")
-    raise typer.Exit(EXIT_FAILURE if issues else EXIT_OK)
-
-
-@kb_app.command("eval")
-def kb_eval(
-    corpus: Annotated[Path, typer.Argument(help="Corpus directory")] = Path("corpus"),
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every miss")] = False,
-) -> None:
-    """Measure quality on a corpus: top-1 with evidence on the expected line, top-3, silence, false alarms."""
-    from triage.evaluate import evaluate, format_eval
-
-    result = evaluate(corpus)
-    typer.echo(format_eval(result, verbose=verbose))
-    raise typer.Exit(EXIT_OK)
-
-
-@kb_app.command("export-patterns")
-def kb_export_patterns(
-    dialect: Annotated[str, typer.Option("--dialect", help="ere (grep -E) or rust (rg)")] = "rust",
-) -> None:
-    """Print every decisive/supporting pattern, one per line, for grep -E -f / rg -f baselines."""
-    from triage.api import load_kb
-    from triage.kb.export import export_patterns
-
-    for line in export_patterns(load_kb().signatures, dialect):
-        typer.echo(line)
-
-
-@kb_app.command("docs")
-def kb_docs(
-    check: Annotated[
-        bool, typer.Option("--check", help="Fail if docs/signatures.md is stale")
-    ] = False,
-    output: Annotated[Path, typer.Option("--output", "-o")] = Path("docs/signatures.md"),
-) -> None:
-    """Generate docs/signatures.md from the YAML."""
-    from triage.api import load_kb
-    from triage.kb.docs import render_docs
-
-    text = render_docs(load_kb().signatures)
-    if check:
-        current = output.read_text(encoding="utf-8") if output.exists() else ""
-        if current != text:
-            typer.echo(f"{output} is stale: run `triage kb docs`", err=True)
-            raise typer.Exit(EXIT_FAILURE)
-        raise typer.Exit(EXIT_OK)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
-    typer.echo(f"wrote {output}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -284,15 +170,12 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("COLUMNS", "110")
     try:
-        # Subcommand names win over files of the same name: triage a file called `bench` as `./bench`.
-        if args and args[0] in PLUGIN_COMMANDS:
-            _run_plugin(PLUGIN_COMMANDS[args[0]], args[0], args[1:], f"triage {args[0]}")
-        elif len(args) > 1 and args[0] == "kb" and args[1] in KB_PLUGIN_COMMANDS:
+        if len(args) > 1 and args[0] == "kb" and args[1] in KB_PLUGIN_COMMANDS:
             _run_plugin(KB_PLUGIN_COMMANDS[args[1]], args[1], args[2:], f"triage kb {args[1]}")
-        elif args and args[0] in SUBCOMMANDS:
-            app(args=args, prog_name="triage", standalone_mode=True)
+        elif args and args[0] in PLUGIN_COMMANDS:
+            _run_plugin(PLUGIN_COMMANDS[args[0]], args[0], args[1:], f"triage {args[0]}")
         else:
-            triage_app(args=args, prog_name="triage", standalone_mode=True)
+            sys.exit(triage_main(args))
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:
@@ -303,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # never a traceback for the user
-        typer.echo(f"triage: internal error: {type(exc).__name__}: {exc}", err=True)
+        print(f"triage: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 

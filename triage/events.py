@@ -18,7 +18,7 @@ from triage.textutil import mask
 SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # keep-sorted start
     # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
-    ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|\n|$)"),
+    ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|$)"),
     # process exits reported by supervisors (systemd, docker, kubelet, Slurm)
     (
         "exit",

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import regex
-
 try:  # google-re2: linear-time, no backtracking
     import re2 as _re2
 
@@ -38,13 +36,17 @@ class LinearRegex:
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
-        self._fallback = regex.compile(pattern, regex.V0)  # raises regex.error on bad syntax
         self._re2: Any = None
+        self._fallback: Any = None
         if _re2 is not None:
             try:
                 self._re2 = _re2.compile(pattern, _RE2_OPTIONS)
             except Exception:  # RE2 rejects some constructs: fall back to `regex` + timeout
                 self._re2 = None
+        if self._re2 is None:
+            import regex  # imported only when needed: it costs start-up time
+
+            self._fallback = regex.compile(pattern, regex.V0)  # raises regex.error on bad syntax
 
     def search(self, text: str) -> Found | None:
         """First match in text, or None; a timed-out backtracking search raises TimeoutError."""

@@ -36,6 +36,9 @@ class Scanner(Protocol):
         ...
 
 
+# Bump when `to_bytes_pattern` changes: cached databases are keyed by the raw patterns and this.
+TRANSLATION_VERSION = 2
+
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
 _WIDEN = {"w": r"\w\x80-\xff", "d": r"\d\x80-\xff", "s": r"\s\x80-\xff"}
 
@@ -120,8 +123,7 @@ class HyperscanScanner:
     def __init__(self, patterns: Sequence[str], *, use_cache: bool = True) -> None:
         assert _hs is not None
         self.prefiltered: list[int] = []
-        exprs = [to_bytes_pattern(p).encode("utf-8", "surrogatepass") for p in patterns]
-        key = _digest([e.decode("utf-8", "surrogatepass") for e in exprs], "hs-" + _hs_version())
+        key = _digest(patterns, f"hs-{_hs_version()}-t{TRANSLATION_VERSION}")
         path = cache_dir() / f"hs-{key}.db"
         self.db: Any = None
         if use_cache and path.is_file():
@@ -133,6 +135,7 @@ class HyperscanScanner:
                 self.db = None
         if self.db is None:
             self.cached = False
+            exprs = [to_bytes_pattern(p).encode("utf-8", "surrogatepass") for p in patterns]
             self.db = self._compile(exprs)
             if use_cache:
                 _atomic_write(path, _hs.dumpb(self.db))

@@ -12,15 +12,52 @@ _NAMED = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 _NONCAPTURE = re.compile(r"\(\?:")
 
 
+# Escapes the Rust regex crate (ripgrep 13) rejects: a backslash before a character that is
+# neither a metacharacter nor a class/escape letter (Python accepts `\'`, `\"`, `\ `, ...).
+_RUST_META = set("\\.+*?()|[]{}^$#&-~")
+_LAZY = re.compile(r"([*+?}])\?")
+
+
+def to_rust(pattern: str) -> str:
+    """Pattern for `rg -f` (Rust regex syntax)."""
+    p = _NAMED.sub("(?:", pattern)
+    out = []
+    i = 0
+    while i < len(p):
+        ch = p[i]
+        if ch == "\\" and i + 1 < len(p):
+            nxt = p[i + 1]
+            out.append(nxt if not (nxt.isalnum() or nxt in _RUST_META) else ch + nxt)
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def to_ere(pattern: str) -> str:
-    """POSIX ERE for GNU grep -E: groups become plain groups, \\d and \\s become classes."""
-    p = _NONCAPTURE.sub("(", _NAMED.sub("(", pattern))
+    """POSIX ERE for GNU grep -E: groups become plain groups, \\d and \\s become classes.
+
+    Inline flags and lazy quantifiers have no ERE form: they are dropped (grep then matches a
+    superset or, for the two case-insensitive patterns, a subset)."""
+    p = _NONCAPTURE.sub("(", _NAMED.sub("(", to_rust(pattern)))
+    p = p.replace("(?i)", "")
+    p = _LAZY.sub(r"\1", p)
     p = p.replace(r"\d", "[0-9]").replace(r"\s", "[[:space:]]").replace(r"\S", "[^[:space:]]")
     return p.replace(r"\w", "[[:alnum:]_]")
 
 
 def export_patterns(signatures: Iterable[Signature], dialect: str = "rust") -> Iterator[str]:
+    """Every pattern triage scans for: signatures (match and differential evidence), facts and
+    salient lines; so a grep/rg baseline does the same search."""
+    from triage.events import SALIENT_PATTERNS
+    from triage.facts import FACT_PATTERNS
+
+    patterns: list[str] = []
     for sig in signatures:
-        for pattern in sig.match:
-            p = _NAMED.sub("(?:", pattern.regex)
-            yield to_ere(pattern.regex) if dialect == "ere" else p
+        patterns += [p.regex for p in sig.match]
+        patterns += [ev for d in sig.differential for ev in d.evidence]
+    patterns += [regex for _, regex in FACT_PATTERNS]
+    patterns += [regex for _, regex in SALIENT_PATTERNS]
+    for pattern in patterns:
+        yield to_ere(pattern) if dialect == "ere" else to_rust(pattern)

@@ -1,0 +1,84 @@
+"""`triage kb ...`: lint, eval, export-patterns and docs (build, search, show and stats live in
+`triage.kb.commands`). A Typer app, imported only when a kb subcommand runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+EXIT_OK, EXIT_FAILURE = 0, 1
+
+kb_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="The knowledge base: lint, eval, docs, export-patterns, build, search, show, stats.",
+)
+
+
+@kb_app.command("lint")
+def kb_lint(
+    root: Annotated[Path | None, typer.Argument(help="Signature directory")] = None,
+    fast: Annotated[bool, typer.Option("--fast", help="Skip the adversarial timing check")] = False,
+) -> None:
+    """Check every signature: schema, portable regexes, linear time, examples, generic patterns, overlaps."""
+    from triage.kb.lint import lint
+
+    issues = lint(root, timing=not fast)
+    for issue in issues:
+        typer.echo(str(issue))
+    typer.echo(f"{len(issues)} issue(s)")
+    raise typer.Exit(EXIT_FAILURE if issues else EXIT_OK)
+
+
+@kb_app.command("eval")
+def kb_eval(
+    corpus: Annotated[Path, typer.Argument(help="Corpus directory")] = Path("corpus"),
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every miss")] = False,
+) -> None:
+    """Measure quality on a corpus: top-1 with evidence on the expected line, top-3, silence, false alarms."""
+    from triage.evaluate import evaluate, format_eval
+
+    result = evaluate(corpus)
+    typer.echo(format_eval(result, verbose=verbose))
+    raise typer.Exit(EXIT_OK)
+
+
+@kb_app.command("export-patterns")
+def kb_export_patterns(
+    dialect: Annotated[str, typer.Option("--dialect", help="ere (grep -E) or rust (rg)")] = "rust",
+) -> None:
+    """Print every decisive/supporting pattern, one per line, for grep -E -f / rg -f baselines."""
+    from triage.api import load_kb
+    from triage.kb.export import export_patterns
+
+    for line in export_patterns(load_kb().signatures, dialect):
+        typer.echo(line)
+
+
+@kb_app.command("docs")
+def kb_docs(
+    check: Annotated[
+        bool, typer.Option("--check", help="Fail if docs/signatures.md is stale")
+    ] = False,
+    output: Annotated[Path, typer.Option("--output", "-o")] = Path("docs/signatures.md"),
+) -> None:
+    """Generate docs/signatures.md from the YAML."""
+    from triage.api import load_kb
+    from triage.kb.docs import render_docs
+
+    text = render_docs(load_kb().signatures)
+    if check:
+        current = output.read_text(encoding="utf-8") if output.exists() else ""
+        if current != text:
+            typer.echo(f"{output} is stale: run `triage kb docs`", err=True)
+            raise typer.Exit(EXIT_FAILURE)
+        raise typer.Exit(EXIT_OK)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {output}")
+
+
+APPS = {"kb": kb_app}
