@@ -37,10 +37,29 @@ def _flagged_rows(findings, point: str) -> set[int]:  # type: ignore[no-untyped-
 def test_fixture_has_vllm_bench_serve_fields() -> None:
     doc = json.loads((FIX / "bench_h256_00.json").read_text())
     # field names of vllm/benchmarks/serve.py (result_json + benchmark() result, --save-detailed)
-    for key in ("date", "backend", "model_id", "num_prompts", "request_rate", "max_concurrency",
-                "duration", "completed", "failed", "total_input_tokens", "request_throughput",
-                "output_throughput", "input_lens", "output_lens", "ttfts", "itls",
-                "generated_texts", "errors", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms"):
+    for key in (
+        "date",
+        "backend",
+        "model_id",
+        "num_prompts",
+        "request_rate",
+        "max_concurrency",
+        "duration",
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "request_throughput",
+        "output_throughput",
+        "input_lens",
+        "output_lens",
+        "ttfts",
+        "itls",
+        "generated_texts",
+        "errors",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+    ):
         assert key in doc, key
 
 
@@ -191,25 +210,49 @@ def test_sglang_jsonl_aiperf_guidellm_csv(tmp_path: Path) -> None:
     sg["total_output_tokens_retokenized"] = sg["total_output_tokens"]
     (tmp_path / "sglang.jsonl").write_text(json.dumps(sg) + "\n" + json.dumps(sg) + "\n")
     aiperf = [
-        {"metadata": {"session_num": i, "conversation_id": f"c{i}", "turn_index": 0,
-                      "request_start_ns": 1759813207532900363 + i, "benchmark_phase": "profiling"},
-         "metrics": {"input_sequence_length": {"value": 250000, "unit": "tokens"},
-                     "time_to_first_token": {"value": 910.0 + i, "unit": "ms"},
-                     "output_sequence_length": {"value": 9, "unit": "tokens"}},
-         "error": None}
+        {
+            "metadata": {
+                "session_num": i,
+                "conversation_id": f"c{i}",
+                "turn_index": 0,
+                "request_start_ns": 1759813207532900363 + i,
+                "benchmark_phase": "profiling",
+            },
+            "metrics": {
+                "input_sequence_length": {"value": 250000, "unit": "tokens"},
+                "time_to_first_token": {"value": 910.0 + i, "unit": "ms"},
+                "output_sequence_length": {"value": 9, "unit": "tokens"},
+            },
+            "error": None,
+        }
         for i in range(3)
     ]
     (tmp_path / "profile_export.jsonl").write_text("\n".join(json.dumps(r) for r in aiperf))
-    ok = [{"prompt": p, "prompt_tokens": 200000, "output_tokens": 8, "start_time": 100.0,
-           "end_time": first + 0.5, "first_token_time": first}
-          for p, first in (("a" * 10, 101.0), ("b" * 10, 140.0))]
-    guide = {"benchmarks": [{"args": {"strategy": {"type_": "concurrent", "streams": 2}},
-                             "request_totals": {"successful": 2, "errored": 0, "incomplete": 0},
-                             "requests": {"successful": ok, "errored": [], "incomplete": []}}]}
+    ok = [
+        {
+            "prompt": p,
+            "prompt_tokens": 200000,
+            "output_tokens": 8,
+            "start_time": 100.0,
+            "end_time": first + 0.5,
+            "first_token_time": first,
+        }
+        for p, first in (("a" * 10, 101.0), ("b" * 10, 140.0))
+    ]
+    guide = {
+        "benchmarks": [
+            {
+                "args": {"strategy": {"type_": "concurrent", "streams": 2}},
+                "request_totals": {"successful": 2, "errored": 0, "incomplete": 0},
+                "requests": {"successful": ok, "errored": [], "incomplete": []},
+            }
+        ]
+    }
     (tmp_path / "benchmarks.json").write_text(json.dumps(guide))
     (tmp_path / "per_request.csv").write_text(
         "point,seed,input_tokens,ttft_ms,prompt_hash\n"
-        "p1,7,100000,9000,h1\np1,7,100000,9100,h2\np2,7,100000,500,h1\np2,7,100000,9050,h3\n")
+        "p1,7,100000,9000,h1\np1,7,100000,9100,h2\np2,7,100000,500,h1\np2,7,100000,9050,h3\n"
+    )
     points = load([str(tmp_path)])
     fmts = sorted({p.fmt for p in points})
     assert fmts == ["aiperf", "csv", "guidellm", "sglang"]
@@ -224,9 +267,19 @@ def test_sglang_jsonl_aiperf_guidellm_csv(tmp_path: Path) -> None:
 
 
 def test_server_stats_corroborate() -> None:
-    stats = [{"input": "s.log", "line": i, "prompt_tps": 0.0, "gen_tps": 0.0, "running": 8.0,
-              "waiting": 0.0, "gpu_kv_cache_usage": 5.7, "prefix_cache_hit_rate": 91.0}
-             for i in range(1, 6)]
+    stats = [
+        {
+            "input": "s.log",
+            "line": i,
+            "prompt_tps": 0.0,
+            "gen_tps": 0.0,
+            "running": 8.0,
+            "waiting": 0.0,
+            "gpu_kv_cache_usage": 5.7,
+            "prefix_cache_hit_rate": 91.0,
+        }
+        for i in range(1, 6)
+    ]
     summary = summarize_stats(stats)
     assert summary.stalls and summary.stalls[0]["rows"] == 5
     found = {f.check for f in corroborate(summary, [], "s.log")}
@@ -234,8 +287,9 @@ def test_server_stats_corroborate() -> None:
 
 
 def test_bench_with_server_log_sees_the_hang() -> None:
-    report = analyze([str(FIX / n) for n in CLEAN],
-                     server_logs=[str(FIX / "rundir_hang" / "server.log")])
+    report = analyze(
+        [str(FIX / n) for n in CLEAN], server_logs=[str(FIX / "rundir_hang" / "server.log")]
+    )
     assert report.server is not None and report.server.stalls
     assert any(f.check == "server-stalled" for f in report.findings)
     assert report.server.hypotheses[0]["signature"] == "engine-generation-stalled"

@@ -32,6 +32,6 @@ def test_case(case, engine: Engine) -> None:  # type: ignore[no-untyped-def]
 def test_corpus_size() -> None:
     healthy = [c for c in CASES if (c[2].get("expect") or {}).get("top") is None]
     assert len(healthy) >= 15
-    for log, exp, data in CASES:
+    for _log, exp, data in CASES:
         assert data.get("source"), f"{exp}: no source"
         assert data.get("origin") in ("real", "reproduced", "reconstructed"), f"{exp}: origin"

@@ -18,14 +18,20 @@ from triage.api import Engine
 from triage.follow import Follower, _PipeTail, run_follow
 
 POLL = 0.02
-HEALTHY = ("INFO 10-25 13:08:43 [loggers.py:123] Engine 000: Avg prompt throughput: 12.3 tokens/s, "
-           "Running: 2 reqs, Waiting: 0 reqs\n")
+HEALTHY = (
+    "INFO 10-25 13:08:43 [loggers.py:123] Engine 000: Avg prompt throughput: 12.3 tokens/s, "
+    "Running: 2 reqs, Waiting: 0 reqs\n"
+)
 ILLEGAL = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
-OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-       "capacity of 79.10 GiB of which 1.25 GiB is free.\n")
-NCCL = ("[rank0]:[E1129 18:43:39.855 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective "
-        "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-        "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n")
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.10 GiB of which 1.25 GiB is free.\n"
+)
+NCCL = (
+    "[rank0]:[E1129 18:43:39.855 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n"
+)
 
 
 class Collector(io.TextIOBase):
@@ -48,15 +54,18 @@ class Collector(io.TextIOBase):
         with self._lock:
             return [e for e in self.events if e["event"] == "hypothesis"]
 
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 15.0
-                 ) -> None:
+    def wait_for(
+        self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 15.0
+    ) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
                 if predicate(list(self.events)):
                     return
             time.sleep(0.01)
-        raise AssertionError(f"timed out; events so far: {[e.get('signature', e) for e in self.events]}")
+        raise AssertionError(
+            f"timed out; events so far: {[e.get('signature', e) for e in self.events]}"
+        )
 
 
 def _signatures(events: list[dict[str, Any]]) -> list[str]:
@@ -76,13 +85,17 @@ def _sig_for(engine: Engine, tmp_path: Path, line: str) -> str:
     return report.hypotheses[0].signature
 
 
-def _start(args: list[str], engine: Engine, out: Collector, **kw: Any
-           ) -> tuple[threading.Thread, threading.Event, list[int]]:
+def _start(
+    args: list[str], engine: Engine, out: Collector, **kw: Any
+) -> tuple[threading.Thread, threading.Event, list[int]]:
     stop = threading.Event()
     rc: list[int] = []
     thread = threading.Thread(
-        target=lambda: rc.append(run_follow(args, engine, out, poll_interval=POLL, stop=stop, **kw)),
-        daemon=True)
+        target=lambda: rc.append(
+            run_follow(args, engine, out, poll_interval=POLL, stop=stop, **kw)
+        ),
+        daemon=True,
+    )
     thread.start()
     return thread, stop, rc
 
@@ -185,34 +198,51 @@ def test_follow_stdin_pipe(engine: Engine, tmp_path: Path) -> None:
     assert sigs.count(sig_oom) == 1
     assert _lines_of(out.events, sig_illegal) == {12}
     assert _lines_of(out.events, sig_oom) == {35}
-    assert out.events[-1] == {"event": "end", "input": "<stdin>", "reason": "eof",
-                              "lines_read": 35}
+    assert out.events[-1] == {"event": "end", "input": "<stdin>", "reason": "eof", "lines_read": 35}
     assert rc == [1]
     del stop
 
 
 def test_follow_events_are_jsonl_with_hypothesis_fields(engine: Engine, tmp_path: Path) -> None:
     out = Collector()
-    rc = run_follow(["-"], engine, out, poll_interval=POLL,
-                    stdin=io.BytesIO((HEALTHY + OOM).encode()))
+    rc = run_follow(
+        ["-"], engine, out, poll_interval=POLL, stdin=io.BytesIO((HEALTHY + OOM).encode())
+    )
     hyps = out.hypotheses()
     assert hyps and rc == 1
     for event in hyps:
-        for key in ("signature", "title", "layer", "severity", "status", "score", "evidence",
-                    "fixes", "rank", "input", "time"):
+        for key in (
+            "signature",
+            "title",
+            "layer",
+            "severity",
+            "status",
+            "score",
+            "evidence",
+            "fixes",
+            "rank",
+            "input",
+            "time",
+        ):
             assert key in event
 
 
 def test_follow_output_escapes_controls(engine: Engine) -> None:
     buf = io.StringIO()
     payload = "\u202e\x9b2J\x07"
-    run_follow(["-"], engine, buf, poll_interval=POLL,
-               stdin=io.BytesIO((ILLEGAL.rstrip("\n") + payload + "\n").encode()))
+    run_follow(
+        ["-"],
+        engine,
+        buf,
+        poll_interval=POLL,
+        stdin=io.BytesIO((ILLEGAL.rstrip("\n") + payload + "\n").encode()),
+    )
     text = buf.getvalue()
     assert all(ch == "\n" or 0x20 <= ord(ch) < 0x7F for ch in text)
     events = [json.loads(x) for x in text.splitlines()]
-    assert any(payload in ev["text"] for e in events if e["event"] == "hypothesis"
-               for ev in e["evidence"])
+    assert any(
+        payload in ev["text"] for e in events if e["event"] == "hypothesis" for ev in e["evidence"]
+    )
 
 
 def test_follow_rejects_a_directory(engine: Engine, tmp_path: Path) -> None:
@@ -273,4 +303,5 @@ def test_follow_two_files_at_once(engine: Engine, tmp_path: Path, n: int) -> Non
         stop.set()
         thread.join(timeout=10)
     assert sorted(e["input"] for e in out.hypotheses() if e["signature"] == sig) == sorted(
-        str(p) for p in logs)
+        str(p) for p in logs
+    )

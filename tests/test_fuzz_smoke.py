@@ -18,8 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ = ROOT / "fuzz"
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
-                                reason="atheris is not installed")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("atheris") is None, reason="atheris is not installed"
+)
 
 
 def _run(target: str, seconds: float, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -29,14 +30,21 @@ def _run(target: str, seconds: float, tmp_path: Path) -> subprocess.CompletedPro
         shutil.copytree(seeds, corpus)
     else:
         corpus.mkdir()
-    cmd = [sys.executable, str(FUZZ / f"fuzz_{target}.py"), f"-max_total_time={max(1, int(seconds))}",
-           "-timeout=2", "-rss_limit_mb=1024",
-           # deep YAML/JSON nesting is pinned by its own test (test_properties); keep the smoke
-           # run below the depth where PyYAML's recursion bites so that it stays deterministic
-           "-max_len=300",
-           f"-artifact_prefix={tmp_path}/", str(corpus)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120, cwd=tmp_path,
-                          check=False)
+    cmd = [
+        sys.executable,
+        str(FUZZ / f"fuzz_{target}.py"),
+        f"-max_total_time={max(1, int(seconds))}",
+        "-timeout=2",
+        "-rss_limit_mb=1024",
+        # deep YAML/JSON nesting is pinned by its own test (test_properties); keep the smoke
+        # run below the depth where PyYAML's recursion bites so that it stays deterministic
+        "-max_len=300",
+        f"-artifact_prefix={tmp_path}/",
+        str(corpus),
+    ]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=seconds + 120, cwd=tmp_path, check=False
+    )
 
 
 def _assert_clean(proc: subprocess.CompletedProcess[str]) -> None:
@@ -60,6 +68,7 @@ def test_fuzz_webhook_runs_clean(tmp_path: Path, pytestconfig: pytest.Config) ->
 # ---------------------------------------------------------------------------------------------
 # findings, pinned
 
+
 @pytest.mark.parametrize("text", ["{[a]: 1}\n", "? {a: 1}\n: x\n", "{{reproduction: x}, a: 1}\n"])
 def test_signature_loader_unhashable_key_is_a_load_error(tmp_path: Path, text: str) -> None:
     from triage.kb.load import load_signature_file
@@ -72,8 +81,12 @@ def test_signature_loader_unhashable_key_is_a_load_error(tmp_path: Path, text: s
 
 
 def _payload(**issue: object) -> dict[str, object]:
-    return {"action": "opened", "issue": {"number": 7, "title": "t", "body": "b", **issue},
-            "sender": {"login": "someone"}, "repository": {"full_name": "owner/repo"}}
+    return {
+        "action": "opened",
+        "issue": {"number": 7, "title": "t", "body": "b", **issue},
+        "sender": {"login": "someone"},
+        "repository": {"full_name": "owner/repo"},
+    }
 
 
 def test_webhook_valid_payload_gives_a_job() -> None:
@@ -93,6 +106,7 @@ def test_webhook_infinite_issue_number_is_a_reason_not_a_crash() -> None:
 
     from triage.bot.events import job_from_event
 
-    payload = json.loads('{"action": "opened", "issue": {"number": 1e999}, '
-                         '"repository": {"full_name": "o/r"}}')
+    payload = json.loads(
+        '{"action": "opened", "issue": {"number": 1e999}, "repository": {"full_name": "o/r"}}'
+    )
     assert job_from_event("issues", payload) == "bad issue number"

@@ -68,23 +68,35 @@ def db(tmp_path: Path) -> Path:
 @pytest.fixture
 def filled(db: Path, reports: dict[str, Report]) -> Iterator[Path]:
     now = time.time()
-    hosts = {NCCL_A.name: "gpu-1", NCCL_B.name: "gpu-2", UNIT_A.name: "gpu-3",
-             UNIT_B.name: "gpu-3", KV_OOM.name: "gpu-3"}
+    hosts = {
+        NCCL_A.name: "gpu-1",
+        NCCL_B.name: "gpu-2",
+        UNIT_A.name: "gpu-3",
+        UNIT_B.name: "gpu-3",
+        KV_OOM.name: "gpu-3",
+    }
     for i, (name, report) in enumerate(reports.items()):
         record_run(report, db, run_id=f"job-{i}", host=hosts[name], at=now - (5 - i) * 60)
     yield db
 
 
-def test_record_stores_inputs_hits_and_unrecognized(filled: Path, reports: dict[str, Report]) -> None:
+def test_record_stores_inputs_hits_and_unrecognized(
+    filled: Path, reports: dict[str, Report]
+) -> None:
     with opened(filled) as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
         digest = reports[KV_OOM.name].inputs[0].digest
-        row = conn.execute("SELECT i.name, i.lines, r.host, r.run_id, r.engine_version FROM inputs i "
-                           "JOIN runs r ON r.id = i.run WHERE i.digest = ?", (digest,)).fetchone()
+        row = conn.execute(
+            "SELECT i.name, i.lines, r.host, r.run_id, r.engine_version FROM inputs i "
+            "JOIN runs r ON r.id = i.run WHERE i.digest = ?",
+            (digest,),
+        ).fetchone()
         assert row[0] == str(KV_OOM) and row[1] > 0 and row[2] == "gpu-3" and row[3] == "job-4"
         assert row[4] and row[4].startswith("vllm ")
-        top = conn.execute("SELECT signature, rank, score FROM hits h JOIN runs r ON r.id = h.run "
-                           "WHERE r.run_id = 'job-4' AND explained_by IS NULL ORDER BY rank").fetchone()
+        top = conn.execute(
+            "SELECT signature, rank, score FROM hits h JOIN runs r ON r.id = h.run "
+            "WHERE r.run_id = 'job-4' AND explained_by IS NULL ORDER BY rank"
+        ).fetchone()
         assert top[0] == "kv-cache-no-memory" and top[1] == 1 and top[2] > 0
         unknown = conn.execute("SELECT count(*) FROM unknown_lines").fetchone()[0]
     assert unknown == sum(len(r.unrecognized) for r in reports.values()) > 0
@@ -128,10 +140,12 @@ def test_clusters_join_across_runs(filled: Path) -> None:
 def test_cluster_assignment_rules(db: Path) -> None:
     with opened(db) as conn:
         ids = []
-        for template in ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate <N> MiB",
-                         "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate <N> MiB",
-                         "ValueError: CUDA out of memory. Tried to allocate <N> MiB",
-                         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate <N> MiB"):
+        for template in (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate <N> MiB",
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate <N> MiB",
+            "ValueError: CUDA out of memory. Tried to allocate <N> MiB",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate <N> MiB",
+        ):
             conn.execute("BEGIN IMMEDIATE")
             ids.append(clusters.assign(conn, template, time.time()))
             conn.execute("COMMIT")
@@ -155,12 +169,16 @@ def test_unknown_command_lists_and_shows(filled: Path) -> None:
 
 def _nccl_error_cluster(db: Path) -> int:
     with opened(db) as conn:
-        return next(r.id for r in query.list_clusters(conn)
-                    if r.template.startswith("RuntimeError: NCCL error in:"))
+        return next(
+            r.id
+            for r in query.list_clusters(conn)
+            if r.template.startswith("RuntimeError: NCCL error in:")
+        )
 
 
-def test_draft_of_a_real_cluster_passes_the_schema_once_filled(filled: Path, kb_path: Path,
-                                                               tmp_path: Path) -> None:
+def test_draft_of_a_real_cluster_passes_the_schema_once_filled(
+    filled: Path, kb_path: Path, tmp_path: Path
+) -> None:
     import yaml
 
     from triage.kb.lint import check_examples, check_generic, check_linear_time, check_syntax, lint
@@ -181,9 +199,11 @@ def test_draft_of_a_real_cluster_passes_the_schema_once_filled(filled: Path, kb_
     assert sig is None and {e.field for e in errors} >= {"title", "layer"}
     # A human fills in title, layer and fixes: now it passes the schema and every lint rule.
     data = yaml.safe_load(result.text)
-    data.update(title="NCCL internal error during a collective (no socket interface)",
-                layer="engine",
-                fixes=[{"do": "Set NCCL_SOCKET_IFNAME to a real interface", "confidence": "lead"}])
+    data.update(
+        title="NCCL internal error during a collective (no socket interface)",
+        layer="engine",
+        fixes=[{"do": "Set NCCL_SOCKET_IFNAME to a real interface", "confidence": "lead"}],
+    )
     raw.write_text(yaml.safe_dump(data, sort_keys=False))
     sig, errors = load_signature_file(raw)
     assert sig is not None and errors == [], errors
@@ -194,8 +214,9 @@ def test_draft_of_a_real_cluster_passes_the_schema_once_filled(filled: Path, kb_
     assert [i for i in lint(root, timing=False) if i.path == path] == []
 
 
-def test_draft_command_writes_a_file(filled: Path, tmp_path: Path, kb_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_draft_command_writes_a_file(
+    filled: Path, tmp_path: Path, kb_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TRIAGE_KB", str(kb_path))
     cid = _nccl_error_cluster(filled)
     out = tmp_path / "draft.yaml"
@@ -211,8 +232,10 @@ def test_template_regex_matches_what_the_masks_replaced() -> None:
     import re
 
     regex = template_regex("RuntimeError: NCCL error in: ..<PATH>:<N>, internal error (<HEX>)")
-    line = ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1201,"
-            " internal error (0x7f0fdcb92b90)")
+    line = (
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1201,"
+        " internal error (0x7f0fdcb92b90)"
+    )
     assert re.search(regex, line)
     assert not re.search(regex, line.replace("internal", "remote"))
 
@@ -229,7 +252,11 @@ def test_stats_and_seen_summary(db: Path, reports: dict[str, Report]) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     kv = next(s for s in data["signatures"] if s["signature"] == "kv-cache-no-memory")
-    assert kv["runs"] == 3 and kv["last_host"] == "gpu-3" and set(kv["hosts"]) == {"gpu-1", "gpu-2", "gpu-3"}
+    assert (
+        kv["runs"] == 3
+        and kv["last_host"] == "gpu-3"
+        and set(kv["hosts"]) == {"gpu-1", "gpu-2", "gpu-3"}
+    )
     assert sum(kv["weekly"]) == 4 and len(kv["weekly"]) == 8  # the trend spans 8 weeks
     assert {v["version"] for v in data["engine_versions"]} == {kv_version(report)}
     text = runner.invoke(APPS["stats"], ["--since", "all"])
@@ -241,7 +268,9 @@ def kv_version(report: Report) -> str:
     return f"vllm {report.facts['vllm_version']}"
 
 
-def test_feedback_and_precision(filled: Path, kb_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_feedback_and_precision(
+    filled: Path, kb_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from triage.kb.commands import APPS as KB_APPS
 
     monkeypatch.setenv("TRIAGE_KB", str(kb_path))
@@ -269,8 +298,18 @@ def test_arbitrary_bytes_are_stored_safely(db: Path) -> None:
     nasty = "x'); DROP TABLE runs; --\x00\x1b[31m\udcff\u202e RuntimeError: boom"
     report = Report(
         inputs=[InputInfo(name=nasty, lines=1, format="plain")],
-        hypotheses=[Hypothesis(rank=1, signature="kv-cache-no-memory", title=nasty, layer="engine",
-                               severity="error", status="fixed", score=1.0, evidence=[])],
+        hypotheses=[
+            Hypothesis(
+                rank=1,
+                signature="kv-cache-no-memory",
+                title=nasty,
+                layer="engine",
+                severity="error",
+                status="fixed",
+                score=1.0,
+                evidence=[],
+            )
+        ],
         unrecognized=[Unrecognized(input=nasty, line=1, text=nasty, fingerprint=nasty)],
         facts={"gpu": nasty, "launch_args": {"k": nasty}},
     )
@@ -285,8 +324,9 @@ def test_arbitrary_bytes_are_stored_safely(db: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["garbage", "truncated", "foreign", "newer", "directory"])
-def test_bad_database_gives_a_clear_error(tmp_path: Path, kind: str,
-                                          reports: dict[str, Report]) -> None:
+def test_bad_database_gives_a_clear_error(
+    tmp_path: Path, kind: str, reports: dict[str, Report]
+) -> None:
     path = tmp_path / "bad.db"
     if kind == "garbage":
         path.write_bytes(os.urandom(4096))
@@ -319,11 +359,19 @@ def test_bad_database_gives_a_clear_error(tmp_path: Path, kind: str,
 
 
 def test_cli_records_unless_no_history(tmp_path: Path) -> None:
-    env = {**os.environ, "TRIAGE_DB": str(tmp_path / "cli.db"),
-           "TRIAGE_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "TRIAGE_DB": str(tmp_path / "cli.db"),
+        "TRIAGE_CACHE_DIR": str(tmp_path / "cache"),
+    }
     for extra in (["--run-id", "ci-7"], ["--no-history"]):
-        proc = subprocess.run([sys.executable, "-m", "triage", *extra, str(KV_OOM)], env=env,
-                              cwd=ROOT, capture_output=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "triage", *extra, str(KV_OOM)],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            check=False,
+        )
         assert proc.returncode == 1, proc.stderr
     with opened(tmp_path / "cli.db") as conn:
         assert [r[0] for r in conn.execute("SELECT run_id FROM runs")] == ["ci-7"]

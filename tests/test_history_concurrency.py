@@ -28,8 +28,12 @@ TRANSACTIONS = 300
 LOG = ROOT / "corpus" / "engine" / "nccl-2.14-no-socket-interface-internal-error.log"
 
 
-def _writer(db: str, report_json: str, worker: int,
-            out: multiprocessing.queues.Queue[tuple[object, int, list[str]]]) -> None:
+def _writer(
+    db: str,
+    report_json: str,
+    worker: int,
+    out: multiprocessing.queues.Queue[tuple[object, int, list[str]]],
+) -> None:
     from triage.history.recorder import record_run
 
     report = Report.model_validate_json(report_json)
@@ -39,8 +43,12 @@ def _writer(db: str, report_json: str, worker: int,
     try:
         for i in range(TRANSACTIONS):
             # A new template now and then: a new cluster, created by exactly one writer.
-            extra = Unrecognized(input="x.log", line=i, text=f"KeyError: 'w{worker}-{i % 7}'",
-                                 fingerprint=f"KeyError: 'w{worker}-{i % 7}'")
+            extra = Unrecognized(
+                input="x.log",
+                line=i,
+                text=f"KeyError: 'w{worker}-{i % 7}'",
+                fingerprint=f"KeyError: 'w{worker}-{i % 7}'",
+            )
             one = report.model_copy(update={"unrecognized": [*report.unrecognized, extra]})
             try:
                 if i % 10 == 0:  # some writers open a fresh connection per run, as the CLI does
@@ -55,8 +63,11 @@ def _writer(db: str, report_json: str, worker: int,
     out.put((worker, done, errors))
 
 
-def _reader(db: str, stop: multiprocessing.synchronize.Event,
-            out: multiprocessing.queues.Queue[tuple[object, int, list[str]]]) -> None:
+def _reader(
+    db: str,
+    stop: multiprocessing.synchronize.Event,
+    out: multiprocessing.queues.Queue[tuple[object, int, list[str]]],
+) -> None:
     from triage.history import query
 
     reads, errors = 0, list[str]()
@@ -108,9 +119,12 @@ def test_three_writers_no_lock_errors(tmp_path: Path, report_json: str) -> None:
         lines = conn.execute("SELECT count(*) FROM unknown_lines").fetchone()[0]
         assert lines == WRITERS * TRANSACTIONS * per_run
         # Every template is in exactly one cluster, though three writers met it concurrently.
-        dupes = conn.execute("SELECT count(*) FROM (SELECT template FROM cluster_templates "
-                             "GROUP BY template HAVING count(*) > 1)").fetchone()[0]
+        dupes = conn.execute(
+            "SELECT count(*) FROM (SELECT template FROM cluster_templates "
+            "GROUP BY template HAVING count(*) > 1)"
+        ).fetchone()[0]
         assert dupes == 0
-        clusters = conn.execute("SELECT count(DISTINCT cluster) FROM cluster_templates "
-                                "WHERE template LIKE 'KeyError%'").fetchone()[0]
+        clusters = conn.execute(
+            "SELECT count(DISTINCT cluster) FROM cluster_templates WHERE template LIKE 'KeyError%'"
+        ).fetchone()[0]
         assert clusters >= 1

@@ -20,8 +20,13 @@ from tests.conftest import ROOT
 from triage.kb import store
 from triage.kb.load import content_hash, default_signature_dir
 
-IDS = ("cuda-illegal-memory-access", "kv-cache-no-memory", "nccl-unhandled-system-error",
-       "gpu-fallen-off-the-bus", "hf-repo-not-found")
+IDS = (
+    "cuda-illegal-memory-access",
+    "kv-cache-no-memory",
+    "nccl-unhandled-system-error",
+    "gpu-fallen-off-the-bus",
+    "hf-repo-not-found",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -83,8 +88,12 @@ _LOOPING_CHILD = textwrap.dedent("""
 
 
 def _spawn(code: str, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_kill_mid_build_keeps_previous_database(tmp_path: Path) -> None:

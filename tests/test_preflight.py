@@ -22,36 +22,106 @@ ROWS = FIX / "rows"
 
 # row -> (engine version, [(file under bad/, signature, text on the line the finding must name)])
 EXPECTED: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
-    "E4": ("0.31.0", [(f, "rust-frontend-unsupported-args", "VLLM_USE_RUST_FRONTEND")
-                      for f in ("launch.sh", "compose.yaml", "vllm.service")]),
-    "E7": ("0.31.0", [(f, "env-var-not-read", m) for f in ("launch.sh", "compose.yaml",
-                                                           "vllm.service")
-                      for m in ("VLLM_MXFP4_USE_MARLIN", "VLLM_USE_FLASHINFER_MXFP4_MOE")]),
-    "E13": ("0.31.0", [(f, "kv-spec-promotion-hybrid", "--disable-hybrid-kv-cache-manager")
-                       for f in ("launch.sh", "compose.yaml", "vllm.service")]),
-    "E18": ("0.31.0", [(f, "v2-model-runner-experimental", "VLLM_USE_V2_MODEL_RUNNER")
-                       for f in ("launch.sh", "compose.yaml", "vllm.service")]),
-    "E19": ("0.21.0", [(f, "cuda-oom-loading-weights", "VLLM_B12X_TINY_DECODE")
-                       for f in ("launch.sh", "compose.yaml", "vllm.service")]),
-    "E23": ("0.27.0", [(f, "custom-all-reduce-env-not-read", "VLLM_DISABLE_CUSTOM_ALL_REDUCE")
-                       for f in ("launch.sh", "compose.yaml", "vllm.service")]),
-    "E24": ("0.31.0", [(f, "cuda-oom-loading-draft-model", "--gpu-memory-utilization")
-                       for f in ("launch.sh", "compose.yaml", "vllm.service")]),
-    "E26": ("0.31.0", [(f, "marlin-repack-tile-misaligned", "VLLM_SM70_QUANT_BACKEND")
-                       for f in ("launch.sh", "compose.yaml", "vllm.service")]),
-    "E27": ("0.31.0", [(f, "attention-backend-config-unsupported", "--kv-cache-dtype")
-                       for f in ("launch.sh", "compose.yaml", "vllm.service")]),
-    "N6": ("0.31.0", [("vllm.service", "systemd-sandbox-breaks-jit", "MemoryDenyWriteExecute"),
-                      ("vllm.service", "config-systemd-dynamic-user-home", "DynamicUser")]),
-    "N7": ("0.31.0", [("vllm.service.d/override.conf", "config-systemd-restrict-address-families",
-                       "RestrictAddressFamilies=AF_NETLINK")]),
-    "N8": ("0.31.0", [("vllm.service", "memlock-limit-too-low", "LimitMEMLOCK"),
-                      ("compose.yaml", "memlock-limit-too-low", "memlock")]),
-    "C1": ("0.31.0", [(f, sig, m) for f, m in (("docker-run.sh", "docker run"),
-                                               ("compose.yaml", "vllm:"),
-                                               ("deployment.yaml", "- name: server"))
-                      for sig in ("config-container-shm-default",
-                                  "config-container-no-gpu-request")]),
+    "E4": (
+        "0.31.0",
+        [
+            (f, "rust-frontend-unsupported-args", "VLLM_USE_RUST_FRONTEND")
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+        ],
+    ),
+    "E7": (
+        "0.31.0",
+        [
+            (f, "env-var-not-read", m)
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+            for m in ("VLLM_MXFP4_USE_MARLIN", "VLLM_USE_FLASHINFER_MXFP4_MOE")
+        ],
+    ),
+    "E13": (
+        "0.31.0",
+        [
+            (f, "kv-spec-promotion-hybrid", "--disable-hybrid-kv-cache-manager")
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+        ],
+    ),
+    "E18": (
+        "0.31.0",
+        [
+            (f, "v2-model-runner-experimental", "VLLM_USE_V2_MODEL_RUNNER")
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+        ],
+    ),
+    "E19": (
+        "0.21.0",
+        [
+            (f, "cuda-oom-loading-weights", "VLLM_B12X_TINY_DECODE")
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+        ],
+    ),
+    "E23": (
+        "0.27.0",
+        [
+            (f, "custom-all-reduce-env-not-read", "VLLM_DISABLE_CUSTOM_ALL_REDUCE")
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+        ],
+    ),
+    "E24": (
+        "0.31.0",
+        [
+            (f, "cuda-oom-loading-draft-model", "--gpu-memory-utilization")
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+        ],
+    ),
+    "E26": (
+        "0.31.0",
+        [
+            (f, "marlin-repack-tile-misaligned", "VLLM_SM70_QUANT_BACKEND")
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+        ],
+    ),
+    "E27": (
+        "0.31.0",
+        [
+            (f, "attention-backend-config-unsupported", "--kv-cache-dtype")
+            for f in ("launch.sh", "compose.yaml", "vllm.service")
+        ],
+    ),
+    "N6": (
+        "0.31.0",
+        [
+            ("vllm.service", "systemd-sandbox-breaks-jit", "MemoryDenyWriteExecute"),
+            ("vllm.service", "config-systemd-dynamic-user-home", "DynamicUser"),
+        ],
+    ),
+    "N7": (
+        "0.31.0",
+        [
+            (
+                "vllm.service.d/override.conf",
+                "config-systemd-restrict-address-families",
+                "RestrictAddressFamilies=AF_NETLINK",
+            )
+        ],
+    ),
+    "N8": (
+        "0.31.0",
+        [
+            ("vllm.service", "memlock-limit-too-low", "LimitMEMLOCK"),
+            ("compose.yaml", "memlock-limit-too-low", "memlock"),
+        ],
+    ),
+    "C1": (
+        "0.31.0",
+        [
+            (f, sig, m)
+            for f, m in (
+                ("docker-run.sh", "docker run"),
+                ("compose.yaml", "vllm:"),
+                ("deployment.yaml", "- name: server"),
+            )
+            for sig in ("config-container-shm-default", "config-container-no-gpu-request")
+        ],
+    ),
 }
 
 
@@ -77,8 +147,10 @@ def test_seed_row_caught_with_line(kb, row: str) -> None:  # type: ignore[no-unt
     version, expected = EXPECTED[row]
     assert not any(_awaiting_lead(kb, sig) for _, sig, _ in expected), f"{row}: no config: block"
     result = lint_paths([ROWS / row / "bad"], kb.signatures, version)
-    got = {(Path(f.file).relative_to(ROWS / row / "bad").as_posix(), f.signature, f.line)
-           for f in result.findings}
+    got = {
+        (Path(f.file).relative_to(ROWS / row / "bad").as_posix(), f.signature, f.line)
+        for f in result.findings
+    }
     for file, sig, marker in expected:
         line = _line_of(ROWS / row / "bad" / file, marker)
         assert (file, sig, line) in got, f"{row}: {sig} not reported at {file}:{line}; got {got}"
@@ -102,6 +174,7 @@ def test_findings_are_signatures_of_the_kb(kb) -> None:  # type: ignore[no-untyp
 
 
 # --- version-aware knowledge -------------------------------------------------------------------
+
 
 def test_knob_data_covers_five_releases_from_source() -> None:
     data = json.loads(knobs.DATA.read_text())
@@ -141,10 +214,14 @@ def test_env_var_replaced_by_flag_is_named_in_lint(kb, tmp_path: Path) -> None: 
 
 
 def test_removed_and_misspelled_flags(kb) -> None:  # type: ignore[no-untyped-def]
-    result = lint_paths([FIX / "misc" / "api-server.sh", FIX / "misc" / "compose.yml"],
-                        kb.signatures, None)
-    by_flag = {f.evidence.split()[0]: f for f in result.findings
-               if f.signature == "vllm-unrecognized-arguments"}
+    result = lint_paths(
+        [FIX / "misc" / "api-server.sh", FIX / "misc" / "compose.yml"], kb.signatures, None
+    )
+    by_flag = {
+        f.evidence.split()[0]: f
+        for f in result.findings
+        if f.signature == "vllm-unrecognized-arguments"
+    }
     removed = by_flag["--calculate-kv-scales"]
     assert "gone from 0.29.0" in removed.message and removed.line == 8
     typo = by_flag["--tensor-paralel-size"]
@@ -155,15 +232,19 @@ def test_removed_and_misspelled_flags(kb) -> None:  # type: ignore[no-untyped-de
 def test_unknown_backend_name_with_closest(kb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     script = tmp_path / "run.sh"
     script.write_text("vllm serve m \\\n  --attention-backend FLASH_ATTN_V100\n")
-    (f,) = [f for f in lint_paths([script], kb.signatures, "0.31.0").findings
-            if f.signature == "attention-backend-invalid"]
+    (f,) = [
+        f
+        for f in lint_paths([script], kb.signatures, "0.31.0").findings
+        if f.signature == "attention-backend-invalid"
+    ]
     assert f.line == 2 and f.fix and "FLASH_ATTN" in f.fix
 
 
 def test_unknown_version_lowers_confidence_not_silence(kb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     script = tmp_path / "run.sh"
-    script.write_text("export VLLM_USE_V2_MODEL_RUNNER=1\nexport VLLM_NOT_A_REAL_KNOB=1\n"
-                      "vllm serve m\n")
+    script.write_text(
+        "export VLLM_USE_V2_MODEL_RUNNER=1\nexport VLLM_NOT_A_REAL_KNOB=1\nvllm serve m\n"
+    )
     findings = lint_paths([script], kb.signatures, None).findings
     sigs = {f.signature for f in findings}
     assert {"v2-model-runner-experimental", "env-var-not-read"} <= sigs
@@ -178,6 +259,7 @@ def test_version_from_image_tag() -> None:
 
 
 # --- parsers -----------------------------------------------------------------------------------
+
 
 def test_shell_continuations_and_multiline_quotes() -> None:
     text = "vllm serve m \\\n  --a 1 \\\n  --hf-overrides '{\n \"x\": 1}' \\\n  --b\necho done\n"
@@ -195,8 +277,9 @@ def test_compose_env_file_and_interpolation() -> None:
     assert flags["--model"].value == "/models/Qwen3.6-35B-A3B"
     assert flags["--tool-call-parser"].value == "qwen3_coder"
     settings = launch.settings()
-    assert (settings["shmbytes"].value == "host" and settings["gpurequest"].value == '["0", "1"]') \
-        or settings["gpurequest"].value
+    assert (
+        settings["shmbytes"].value == "host" and settings["gpurequest"].value == '["0", "1"]'
+    ) or settings["gpurequest"].value
 
 
 def test_llama_swap_entries() -> None:
@@ -223,17 +306,21 @@ def test_cli_lint_exit_codes(tmp_path: Path) -> None:
     from triage.preflight.cli import APPS
 
     runner = CliRunner()
-    bad = runner.invoke(APPS["lint"], [str(ROWS / "E23" / "bad" / "launch.sh"),
-                                       "--engine-version", "0.27.0"])
+    bad = runner.invoke(
+        APPS["lint"], [str(ROWS / "E23" / "bad" / "launch.sh"), "--engine-version", "0.27.0"]
+    )
     assert bad.exit_code == 1 and "launch.sh:4" in bad.output
-    clean = runner.invoke(APPS["lint"], [str(ROWS / "E23" / "clean"), "--engine-version",
-                                         "0.27.0", "--format", "json"])
+    clean = runner.invoke(
+        APPS["lint"],
+        [str(ROWS / "E23" / "clean"), "--engine-version", "0.27.0", "--format", "json"],
+    )
     assert clean.exit_code == 0 and json.loads(clean.output)["findings"] == []
     missing = runner.invoke(APPS["lint"], [str(tmp_path / "nope.sh")])
     assert missing.exit_code == 2
 
 
 # --- probe -------------------------------------------------------------------------------------
+
 
 def test_probe_runs_here_and_says_what_it_could_not_collect(tmp_path: Path) -> None:
     from typer.testing import CliRunner
@@ -244,8 +331,18 @@ def test_probe_runs_here_and_says_what_it_could_not_collect(tmp_path: Path) -> N
     res = CliRunner().invoke(APPS["probe"], ["--out", str(out), "--timeout", "10"])
     assert res.exit_code == 0, res.output
     bundle = json.loads((out / "probe.json").read_text())
-    for name in ("versions", "gpu", "topology", "nvlink", "kernel", "limits", "shm", "disk",
-                 "container", "env"):
+    for name in (
+        "versions",
+        "gpu",
+        "topology",
+        "nvlink",
+        "kernel",
+        "limits",
+        "shm",
+        "disk",
+        "container",
+        "env",
+    ):
         assert name in bundle["sections"]
     assert bundle["sections"]["limits"]["data"]["memlock"]["soft"] is not None
     summary = (out / "probe-summary.txt").read_text()
@@ -258,9 +355,13 @@ def test_probe_degrades_when_every_tool_is_missing(tmp_path: Path) -> None:
     def no_tools(cmd: list[str], timeout: float) -> tuple[int | None, str, str]:
         return None, "", f"{cmd[0]} is not on PATH"
 
-    bundle = Probe(ProbeOptions(out=tmp_path, environ={"VLLM_API_KEY": "sk-secret-value-123456",
-                                                       "NCCL_P2P_DISABLE": "1"}),
-                   runner=no_tools).collect()
+    bundle = Probe(
+        ProbeOptions(
+            out=tmp_path,
+            environ={"VLLM_API_KEY": "sk-secret-value-123456", "NCCL_P2P_DISABLE": "1"},
+        ),
+        runner=no_tools,
+    ).collect()
     missing = " ".join(bundle["not_collected"])
     assert "nvidia-smi is not on PATH" in missing and "kernel messages" in missing
     env = bundle["sections"]["env"]["data"]["vars"]
@@ -275,6 +376,7 @@ def test_iommu_mode() -> None:
 
 def test_probe_bundle_node_cause_outranks_engine_symptom(tmp_path: Path) -> None:
     """Xid 31 + DMAR lines captured in the bundle outrank the engine's illegal-memory-access."""
+
     def no_tools(cmd: list[str], timeout: float) -> tuple[int | None, str, str]:
         return None, "", f"{cmd[0]} is not on PATH"
 
@@ -291,7 +393,9 @@ def test_probe_bundle_node_cause_outranks_engine_symptom(tmp_path: Path) -> None
     top = both.hypotheses[0]
     assert top.layer == "node", [h.signature for h in both.hypotheses]
     assert any(e.input == str(summary) for e in top.evidence)
-    engine_rank = next(h.rank for h in both.hypotheses if h.signature == "cuda-illegal-memory-access")
+    engine_rank = next(
+        h.rank for h in both.hypotheses if h.signature == "cuda-illegal-memory-access"
+    )
     assert top.rank < engine_rank
 
 

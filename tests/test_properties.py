@@ -29,8 +29,11 @@ PROPERTY = settings(
     deadline=None,
     derandomize=True,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 
 EOLS = ("\n", "\r\n", "\r")
@@ -56,6 +59,7 @@ def _drain(segments: list[Segment], source: Source) -> None:
 # ---------------------------------------------------------------------------------------------
 # reader: never raises on arbitrary bytes, from a pipe or a file, at any chunk size
 
+
 @PROPERTY
 @given(data=st.binary(max_size=600), chunk=st.integers(min_value=1, max_value=97))
 @example(data=b"\r\n" * 3, chunk=1)
@@ -76,8 +80,9 @@ def test_reader_never_raises_pipe(data: bytes, chunk: int) -> None:
 @given(data=st.binary(max_size=400), chunk=st.integers(min_value=1, max_value=64))
 @example(data=b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", chunk=2)  # truncated gzip
 @example(data=b"\x28\xb5\x2f\xfd\x04\x00", chunk=2)  # truncated zstd
-def test_reader_never_raises_file(tmp_path_factory: pytest.TempPathFactory, data: bytes,
-                                  chunk: int) -> None:
+def test_reader_never_raises_file(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, chunk: int
+) -> None:
     path = tmp_path_factory.mktemp("reader") / "input.log"
     path.write_bytes(data)
     source, segments = read_source("input.log", path, chunk_size=chunk)
@@ -86,15 +91,20 @@ def test_reader_never_raises_file(tmp_path_factory: pytest.TempPathFactory, data
 
 @PROPERTY
 @given(
-    lines=st.lists(st.text(alphabet=st.characters(blacklist_characters="\r\n",
-                                                   blacklist_categories=("Cs",)), max_size=12),
-                   max_size=12),
+    lines=st.lists(
+        st.text(
+            alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)),
+            max_size=12,
+        ),
+        max_size=12,
+    ),
     chunk=st.integers(min_value=1, max_value=40),
     trailing=st.booleans(),
 )
 @example(lines=["", ""], chunk=1, trailing=True)  # the CRLF-split bug seen in the research
-def test_line_count_same_for_every_eol_and_chunk(lines: list[str], chunk: int,
-                                                 trailing: bool) -> None:
+def test_line_count_same_for_every_eol_and_chunk(
+    lines: list[str], chunk: int, trailing: bool
+) -> None:
     counts = set()
     for eol in EOLS:
         text = eol.join(lines) + (eol if trailing and lines else "")
@@ -187,16 +197,24 @@ def _check_planted(result: MatchResult, report: Report, planted: dict[int, str])
 
 @PROPERTY
 @given(
-    noise=st.lists(st.tuples(st.sampled_from(HEALTHY), st.text(alphabet="0123456789 ",
-                                                                max_size=8)),
-                   min_size=0, max_size=25),
-    picks=st.lists(st.tuples(st.integers(min_value=0, max_value=30),
-                             st.sampled_from(FAILURES)), min_size=1, max_size=3),
+    noise=st.lists(
+        st.tuples(st.sampled_from(HEALTHY), st.text(alphabet="0123456789 ", max_size=8)),
+        min_size=0,
+        max_size=25,
+    ),
+    picks=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=30), st.sampled_from(FAILURES)),
+        min_size=1,
+        max_size=3,
+    ),
     chunk=st.integers(min_value=1, max_value=700),
     trailing=st.booleans(),
 )
 def test_chunk_boundaries_never_lose_or_duplicate_a_match(
-    harness: _Harness, noise: list[tuple[str, str]], picks: list[tuple[int, str]], chunk: int,
+    harness: _Harness,
+    noise: list[tuple[str, str]],
+    picks: list[tuple[int, str]],
+    chunk: int,
     trailing: bool,
 ) -> None:
     lines = [a + b if a else b for a, b in noise]
@@ -216,8 +234,9 @@ def test_chunk_boundaries_never_lose_or_duplicate_a_match(
 
 @pytest.mark.parametrize("eol", EOLS, ids=["lf", "crlf", "cr"])
 @pytest.mark.parametrize("chunk", [1, 7, 64, 4096, 16 << 20])
-def test_engine_run_same_lines_from_file_and_pipe(engine: Engine, tmp_path: Path, eol: str,
-                                                  chunk: int) -> None:
+def test_engine_run_same_lines_from_file_and_pipe(
+    engine: Engine, tmp_path: Path, eol: str, chunk: int
+) -> None:
     """The full Engine.run path (read_source, file and stdin) with the chunk size under test."""
     lines = [HEALTHY[i % 5] for i in range(40)]
     lines.insert(17, FAILURES[0])
@@ -246,8 +265,9 @@ def test_engine_run_same_lines_from_file_and_pipe(engine: Engine, tmp_path: Path
 # ---------------------------------------------------------------------------------------------
 # framer: never raises, never loses the message
 
-_MESSAGE_CHARS = st.characters(blacklist_characters="\r\n\t|[]\x1b",
-                               blacklist_categories=("Cs", "Cc"))
+_MESSAGE_CHARS = st.characters(
+    blacklist_characters="\r\n\t|[]\x1b", blacklist_categories=("Cs", "Cc")
+)
 # Wrappers in the order real tools nest them: outer ones (any order, stripped repeatedly), then a
 # process prefix, then one producer header.
 OUTER = (
@@ -295,8 +315,9 @@ def test_frame_line_never_raises(raw: str) -> None:
     head=st.sampled_from("ZQXabc"),
     tail=st.text(alphabet=_MESSAGE_CHARS, max_size=80),
 )
-def test_frame_line_keeps_the_message(outer: list[str], process: str, header: str, head: str,
-                                      tail: str) -> None:
+def test_frame_line_keeps_the_message(
+    outer: list[str], process: str, header: str, head: str, tail: str
+) -> None:
     message = head + tail
     raw = "".join(outer) + process + header + message
     line = frame_line(Line(input="x", number=1, raw=raw))
@@ -305,6 +326,7 @@ def test_frame_line_keeps_the_message(outer: list[str], process: str, header: st
 
 # ---------------------------------------------------------------------------------------------
 # masking (fingerprints) and neutralising (terminal safety)
+
 
 @PROPERTY
 @given(text=st.text(max_size=500), limit=st.integers(min_value=1, max_value=400))
@@ -335,8 +357,15 @@ def test_mask_of_a_mask_is_stable_below_the_limit(text: str) -> None:
     assert mask(once, 10_000) == once
 
 
-_UNSAFE = {*range(0, 9), *range(11, 32), *range(0x7F, 0xA0), 0x200E, 0x200F,
-           *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+_UNSAFE = {
+    *range(0, 9),
+    *range(11, 32),
+    *range(0x7F, 0xA0),
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+}
 
 
 @PROPERTY
@@ -350,13 +379,15 @@ def test_neutralise_leaves_no_control_character(text: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # signature files: the loader reports, never raises
 
+
 @PROPERTY
 @given(data=st.binary(max_size=300) | st.text(max_size=300).map(lambda s: s.encode()))
 @example(data=b"a: &x 1\nb: *x\n")
 @example(data=b"id: a\nid: b\n")
 @example(data=b"!!python/object/apply:os.system ['true']\n")
-def test_signature_loader_never_raises(tmp_path_factory: pytest.TempPathFactory,
-                                       data: bytes) -> None:
+def test_signature_loader_never_raises(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
     path = tmp_path_factory.mktemp("sig") / "engine" / "probe.yaml"
     path.parent.mkdir()
     path.write_bytes(data)

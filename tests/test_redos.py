@@ -144,8 +144,18 @@ def test_unambiguous_quantified_groups_accepted_by_redos_rule(pattern: str) -> N
 
 
 def test_redos_rule_never_raises_on_odd_syntax() -> None:
-    for pattern in (r"\p{L}+", r"(?<name>a)", "(" * 200 + "a" + ")" * 200 + "+", r"[", r"a{99999}",
-                    r"(?(1)a|b)", r"(?>a+)+", r"a++", "\\", r"(?#comment)x*"):
+    for pattern in (
+        r"\p{L}+",
+        r"(?<name>a)",
+        "(" * 200 + "a" + ")" * 200 + "+",
+        r"[",
+        r"a{99999}",
+        r"(?(1)a|b)",
+        r"(?>a+)+",
+        r"a++",
+        "\\",
+        r"(?#comment)x*",
+    ):
         assert isinstance(redos_issues(pattern), list)
 
 
@@ -175,8 +185,14 @@ def _attacks(pattern: str, lines: list[str]) -> list[str]:
         unit = line + " "
         out.append((unit * (SIZE // len(unit) + 1))[:SIZE])  # the example, over and over
         out.append(line[:-1] + "9" * (SIZE - len(line)))  # almost the example, then a long tail
-    out += ["9" * SIZE, " " * SIZE, ("\t x" * SIZE)[:SIZE], ("a1_." * SIZE)[:SIZE],
-            ("=;" * SIZE)[:SIZE], ("\u00e9\u4e2d" * SIZE)[:SIZE]]
+    out += [
+        "9" * SIZE,
+        " " * SIZE,
+        ("\t x" * SIZE)[:SIZE],
+        ("a1_." * SIZE)[:SIZE],
+        ("=;" * SIZE)[:SIZE],
+        ("\u00e9\u4e2d" * SIZE)[:SIZE],
+    ]
     return out
 
 
@@ -185,14 +201,17 @@ def test_kb_has_patterns() -> None:
 
 
 def test_shipped_kb_has_no_redos_shapes() -> None:
-    flagged = [(sid, field, p, redos_issues(p)) for sid, field, p, _ in KB_PATTERNS
-               if redos_issues(p)]
+    flagged = [
+        (sid, field, p, redos_issues(p)) for sid, field, p, _ in KB_PATTERNS if redos_issues(p)
+    ]
     assert flagged == []
 
 
 @pytest.mark.skipif(_re2 is None, reason="google-re2 is not installed")
 def test_every_signature_confirms_on_the_linear_engine() -> None:
-    backtracking = [(sid, field) for sid, field, p, _ in KB_PATTERNS if not compile_linear(p).linear]
+    backtracking = [
+        (sid, field) for sid, field, p, _ in KB_PATTERNS if not compile_linear(p).linear
+    ]
     assert backtracking == []
 
 

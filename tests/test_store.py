@@ -45,8 +45,14 @@ def full_kb(tmp_path_factory: pytest.TempPathFactory, snapshot: Path) -> Iterato
     yield path
 
 
-def small_root(tmp_path: Path, ids: tuple[str, ...] = (
-        "cuda-illegal-memory-access", "kv-cache-no-memory", "nccl-unhandled-system-error")) -> Path:
+def small_root(
+    tmp_path: Path,
+    ids: tuple[str, ...] = (
+        "cuda-illegal-memory-access",
+        "kv-cache-no-memory",
+        "nccl-unhandled-system-error",
+    ),
+) -> Path:
     """A copy of a few real signature files (fast to build)."""
     root = tmp_path / "signatures"
     for path in sorted(SIGNATURES.glob("*/*.yaml")):
@@ -157,8 +163,10 @@ def test_cli_search_ranks_by_relevance(kb_args: list[str]) -> None:
 
 
 def test_cli_search_fuzzy_fallback_for_pasted_line(kb_args: list[str]) -> None:
-    line = ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1201, "
-            "internal error, NCCL version 2.14.3 zzqx")
+    line = (
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1201, "
+        "internal error, NCCL version 2.14.3 zzqx"
+    )
     result = runner.invoke(APPS["search"], [line, *kb_args])
     assert result.exit_code == 0, result.output
     assert "closest known" in result.output
@@ -183,17 +191,35 @@ def test_cli_show_renders_every_section(kb_args: list[str]) -> None:
     from triage.history.recorder import record_run
     from triage.models import Hypothesis, InputInfo, Report
 
-    hyp = Hypothesis(rank=1, signature="kv-cache-no-memory", title="t", layer="engine",
-                     severity="error", status="fixed", score=9.5, evidence=[])
+    hyp = Hypothesis(
+        rank=1,
+        signature="kv-cache-no-memory",
+        title="t",
+        layer="engine",
+        severity="error",
+        status="fixed",
+        score=9.5,
+        evidence=[],
+    )
     report = Report(inputs=[InputInfo(name="a.log", lines=10, format="plain")], hypotheses=[hyp])
     for _ in range(3):
         record_run(report, host="gpu-3")
     result = runner.invoke(APPS["show"], ["kv-cache-no-memory", *kb_args])
     assert result.exit_code == 0, result.output
     out = result.output
-    for part in ("layer engine", "status fixed", "patterns:", "differential checks:",
-                 "fixes (in order):", "1. [demonstrated]", "verify:", "references:", "examples:",
-                 "fired in 3 run(s)", "seen 3 times in the last 30 days, last on host gpu-3"):
+    for part in (
+        "layer engine",
+        "status fixed",
+        "patterns:",
+        "differential checks:",
+        "fixes (in order):",
+        "1. [demonstrated]",
+        "verify:",
+        "references:",
+        "examples:",
+        "fired in 3 run(s)",
+        "seen 3 times in the last 30 days, last on host gpu-3",
+    ):
         assert part in out, part
 
 
@@ -207,8 +233,16 @@ def test_cli_stats_counts_and_never_fired(kb_args: list[str]) -> None:
     from triage.history.recorder import record_run
     from triage.models import Hypothesis, InputInfo, Report
 
-    hyp = Hypothesis(rank=1, signature="kv-cache-no-memory", title="t", layer="engine",
-                     severity="error", status="fixed", score=9.5, evidence=[])
+    hyp = Hypothesis(
+        rank=1,
+        signature="kv-cache-no-memory",
+        title="t",
+        layer="engine",
+        severity="error",
+        status="fixed",
+        score=9.5,
+        evidence=[],
+    )
     record_run(Report(inputs=[InputInfo(name="a.log", lines=1, format="plain")], hypotheses=[hyp]))
     result = runner.invoke(APPS["stats"], [*kb_args, "--format", "json"])
     assert result.exit_code == 0, result.output

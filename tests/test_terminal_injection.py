@@ -62,15 +62,19 @@ def _triage(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     env["TRIAGE_DB"] = str(tmp_path / "history.db")
     env["COLUMNS"] = "110"
-    return subprocess.run([sys.executable, "-m", "triage", "--no-history", *args,
-                           str(_log(tmp_path))], capture_output=True, env=env, timeout=120,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "triage", "--no-history", *args, str(_log(tmp_path))],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def _assert_clean(text: str, *, sgr_allowed: bool) -> None:
     if sgr_allowed:
         text = _SGR.sub("", text)
-    assert "\x1b" not in text, repr(text[max(0, text.find("\x1b") - 60):text.find("\x1b") + 60])
+    assert "\x1b" not in text, repr(text[max(0, text.find("\x1b") - 60) : text.find("\x1b") + 60])
     bad = sorted({hex(ord(c)) for c in _UNSAFE.findall(text)})
     assert not bad, f"raw control characters in the output: {bad}"
     assert "\x1b]8" not in text and "]8;;" not in text  # no hyperlink of any kind
@@ -78,7 +82,9 @@ def _assert_clean(text: str, *, sgr_allowed: bool) -> None:
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[bytes]]:
+def outputs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, subprocess.CompletedProcess[bytes]]:
     runs = {
         "text-color": ("--color",),
         "text-no-color": ("--no-color",),
@@ -89,8 +95,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Co
 
 
 @pytest.mark.parametrize("kind", ["text-color", "text-no-color", "markdown"])
-def test_no_payload_reaches_the_terminal(outputs: dict[str, subprocess.CompletedProcess[bytes]],
-                                         kind: str) -> None:
+def test_no_payload_reaches_the_terminal(
+    outputs: dict[str, subprocess.CompletedProcess[bytes]], kind: str
+) -> None:
     proc = outputs[kind]
     assert proc.returncode == 1, proc.stderr.decode(errors="replace")
     text = proc.stdout.decode("utf-8")
@@ -106,14 +113,16 @@ def test_color_output_is_coloured(outputs: dict[str, subprocess.CompletedProcess
 
 @pytest.mark.parametrize("kind", ["text-color", "text-no-color"])
 def test_rich_markup_in_the_log_is_printed_not_interpreted(
-        outputs: dict[str, subprocess.CompletedProcess[bytes]], kind: str) -> None:
+    outputs: dict[str, subprocess.CompletedProcess[bytes]], kind: str
+) -> None:
     text = _SGR.sub("", outputs[kind].stdout.decode())
     assert "[link=https://evil.example/]markup-link[/link]" in text
     assert "[bold red on white]styled[/]" in text
 
 
 def test_evidence_is_shown_for_every_payload_line(
-        outputs: dict[str, subprocess.CompletedProcess[bytes]]) -> None:
+    outputs: dict[str, subprocess.CompletedProcess[bytes]],
+) -> None:
     text = outputs["text-no-color"].stdout.decode()
     missing = [name for name, _ in PAYLOADS if f"{name}:" not in text]
     assert not missing, f"payload lines not shown as evidence: {missing}"

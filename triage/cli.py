@@ -1,8 +1,8 @@
 """The `triage` command: arguments, choice of source and renderer, exit status. No matching logic.
 
-`triage [OPTIONS] [INPUT...]` triages logs (files, directories, '-' or a pipe on stdin). It is parsed
-with argparse so that a triage starts fast; subcommands (`triage kb lint`, `triage comment`, ...)
-are Typer apps that live with their feature and are imported only when used. The first argument
+`triage [OPTIONS] [INPUT...]` triages logs (files, directories, '-' or a pipe on stdin). It is
+parsed with argparse so that a triage starts fast; subcommands (`triage kb lint`, `triage comment`,
+...) are Typer apps that live with their feature and are imported only when used. The first argument
 decides which is meant (subcommand names win over files of that name: use `./bench` for a file).
 Exit status: 0 no failure diagnosed, 1 failure diagnosed or found, 2 usage or input error (one line
 on stderr, never a traceback).
@@ -27,18 +27,26 @@ FORMATS = ("text", "json", "markdown", "jsonl")
 # Subcommands: name -> module exposing `APPS: dict[str, typer.Typer]`, run with the remaining args.
 PLUGIN_COMMANDS: dict[str, str] = {
     "kb": "triage.kb.cli",
-    "comment": "triage.bot.cli", "bot": "triage.bot.cli", "serve": "triage.bot.cli",
-    "run": "triage.bot.cli", "watch": "triage.bot.cli",
-    "history": "triage.history.cli", "stats": "triage.history.cli",
-    "unknown": "triage.history.cli", "draft": "triage.history.cli",
+    "comment": "triage.bot.cli",
+    "bot": "triage.bot.cli",
+    "serve": "triage.bot.cli",
+    "run": "triage.bot.cli",
+    "watch": "triage.bot.cli",
+    "history": "triage.history.cli",
+    "stats": "triage.history.cli",
+    "unknown": "triage.history.cli",
+    "draft": "triage.history.cli",
     "feedback": "triage.history.cli",
-    "lint": "triage.preflight.cli", "probe": "triage.preflight.cli",
+    "lint": "triage.preflight.cli",
+    "probe": "triage.preflight.cli",
     "bench": "triage.benchmarks.cli",
 }
 # `triage kb <name>` subcommands provided by `triage.kb.commands`.
 KB_PLUGIN_COMMANDS: dict[str, str] = {
-    "build": "triage.kb.commands", "search": "triage.kb.commands",
-    "show": "triage.kb.commands", "stats": "triage.kb.commands",
+    "build": "triage.kb.commands",
+    "search": "triage.kb.commands",
+    "show": "triage.kb.commands",
+    "stats": "triage.kb.commands",
 }
 
 
@@ -69,27 +77,62 @@ def _parser() -> argparse.ArgumentParser:
         "bench. Run `triage SUBCOMMAND --help`. Exit status: 0 no failure, 1 failure diagnosed, "
         "2 usage or input error.",
     )
-    p.add_argument("inputs", nargs="*", metavar="INPUT",
-                   help="log files, run directories, .gz/.zst files, or '-' for stdin (default)")
+    p.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="log files, run directories, .gz/.zst files, or '-' for stdin (default)",
+    )
     p.add_argument("-f", "--format", choices=FORMATS, default="text", help="output format")
     p.add_argument("--explain", action="store_true", help="show the terms of every score")
     color = p.add_mutually_exclusive_group()
-    color.add_argument("--color", dest="color", action="store_const", const=True, default=None,
-                       help="force colour on")
-    color.add_argument("--no-color", dest="color", action="store_const", const=False,
-                       help="force colour off (NO_COLOR is honoured too)")
-    p.add_argument("-F", "--follow", action="store_true",
-                   help="follow the inputs like tail -F; one JSON line per new hypothesis")
+    color.add_argument(
+        "--color",
+        dest="color",
+        action="store_const",
+        const=True,
+        default=None,
+        help="force colour on",
+    )
+    color.add_argument(
+        "--no-color",
+        dest="color",
+        action="store_const",
+        const=False,
+        help="force colour off (NO_COLOR is honoured too)",
+    )
+    p.add_argument(
+        "-F",
+        "--follow",
+        action="store_true",
+        help="follow the inputs like tail -F; one JSON line per new hypothesis",
+    )
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes for large files")
     p.add_argument("--engine", choices=("hyperscan", "re2", "re"), help="scanner to use")
     p.add_argument("--signatures", type=Path, help="signature directory (default: the shipped one)")
-    p.add_argument("--kb", dest="kb_path", type=Path, default=os.environ.get("TRIAGE_KB") or None,
-                   help="compiled knowledge base file (default: user cache; env TRIAGE_KB)")
-    p.add_argument("--max-decompressed", type=int, default=4096, metavar="MIB",
-                   help="limit for .gz/.zst input, MiB (default 4096)")
-    p.add_argument("--no-history", action="store_true", help="do not record this run in the history")
-    p.add_argument("--db", type=Path, default=os.environ.get("TRIAGE_DB") or None,
-                   help="history database (default: user data dir; env TRIAGE_DB)")
+    p.add_argument(
+        "--kb",
+        dest="kb_path",
+        type=Path,
+        default=os.environ.get("TRIAGE_KB") or None,
+        help="compiled knowledge base file (default: user cache; env TRIAGE_KB)",
+    )
+    p.add_argument(
+        "--max-decompressed",
+        type=int,
+        default=4096,
+        metavar="MIB",
+        help="limit for .gz/.zst input, MiB (default 4096)",
+    )
+    p.add_argument(
+        "--no-history", action="store_true", help="do not record this run in the history"
+    )
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=os.environ.get("TRIAGE_DB") or None,
+        help="history database (default: user data dir; env TRIAGE_DB)",
+    )
     p.add_argument("--run-id", help="run id to record with the history")
     p.add_argument("--version", action="store_true", help="show version and scanning engine")
     return p
@@ -108,16 +151,19 @@ def triage_main(argv: list[str]) -> int:
         return EXIT_USAGE
     args = opts.inputs or ["-"]
     if args == ["-"] and sys.stdin.isatty():
-        print("triage: no input: give a log file, a directory, or pipe a log on stdin "
-              "(see --help)", file=sys.stderr)
+        print(
+            "triage: no input: give a log file, a directory, or pipe a log on stdin (see --help)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     from triage.api import Engine, RunOptions
     from triage.kb.store import load_current
     from triage.read import InputError
 
     kb = load_current(opts.signatures, opts.kb_path)
-    options = RunOptions(engine=opts.engine, max_decompressed=opts.max_decompressed << 20,
-                         jobs=opts.jobs)
+    options = RunOptions(
+        engine=opts.engine, max_decompressed=opts.max_decompressed << 20, jobs=opts.jobs
+    )
     if opts.follow:
         from triage.follow import run_follow
 

@@ -88,7 +88,7 @@ def evaluate(root: Path, kb: KnowledgeBase | None = None) -> EvalResult:
     aliases = {a: s.id for s in kb.signatures for a in s.aliases}
     layers = {s.id: s.layer for s in kb.signatures}
     result = EvalResult()
-    for log, exp, data in corpus_cases(root):
+    for log, _exp, data in corpus_cases(root):
         expect = data.get("expect") or {}
         expected = expect.get("top")
         try:

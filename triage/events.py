@@ -127,9 +127,11 @@ def unexplained(
         line = by_input_line.get(key)
         if line is not None:
             explained_fps.add(mask(line.message or line.text))
-    for tb in tracebacks:
-        if tb.exception and (tb.exception.input, tb.exception.number) in explained_lines:
-            covered_tracebacks.append(tb)
+    covered_tracebacks.extend(
+        tb
+        for tb in tracebacks
+        if tb.exception and (tb.exception.input, tb.exception.number) in explained_lines
+    )
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for tb in covered_tracebacks:
         spans[tb.key].append((tb.start, tb.end))
@@ -149,8 +151,8 @@ def unexplained(
             and not _looks_raised(text)
         ):
             continue  # an INFO/WARNING line that merely names an exception class
-        key = process_key(line)
-        if any(a <= line.number <= b for a, b in spans.get(key, ())):
+        stream = process_key(line)
+        if any(a <= line.number <= b for a, b in spans.get(stream, ())):
             continue
         fp = mask(text)
         if fp in explained_fps:

@@ -8,6 +8,7 @@ ranges), differential diagnosis (e.g. `data_parallel_size > 1`) and the report.
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -143,10 +144,8 @@ def collect_facts(hits: Iterable[Hit]) -> dict[str, Any]:
                 facts["launch_args"] = args
             continue
         if name in ("model_loading_gib", "available_kv_gib", "gpu_memory_utilization"):
-            try:
+            with contextlib.suppress(ValueError):
                 facts.setdefault(name, float(value))
-            except ValueError:
-                pass
             continue
         if name == "kv_cache_tokens":
             facts.setdefault(name, int(value.replace(",", "")))
@@ -155,14 +154,14 @@ def collect_facts(hits: Iterable[Hit]) -> dict[str, Any]:
             facts.setdefault("ready_line", {"input": hit.line.input, "line": hit.line.number})
             continue
         facts.setdefault(name, value.strip())
-    args = facts.get("launch_args")
-    if isinstance(args, dict):
+    launch = facts.get("launch_args")
+    if isinstance(launch, dict):
         for key in _ARG_FACTS:
-            if key in args and key not in facts:
-                value = args[key]
+            if key in launch and key not in facts:
+                value = launch[key]
                 facts[key] = value if isinstance(value, (int, float, str, bool)) else str(value)
-        if "model" not in facts and isinstance(args.get("model_tag"), str):
-            facts["model"] = args["model_tag"]
+        if "model" not in facts and isinstance(launch.get("model_tag"), str):
+            facts["model"] = launch["model_tag"]
     if stats:
         facts["stats"] = stats
     if "vllm_version" in facts:

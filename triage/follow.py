@@ -49,8 +49,9 @@ class _FileTail:
     `read` returns the next bytes, waiting (polling) until there are some; it returns b"" when
     the current generation ends (`ended` says why: rotated, truncated, stopped)."""
 
-    def __init__(self, path: Path, name: str, poll: float, stop: threading.Event,
-                 emit: Emit) -> None:
+    def __init__(
+        self, path: Path, name: str, poll: float, stop: threading.Event, emit: Emit
+    ) -> None:
         self.path = path
         self.name = name
         self.poll = poll
@@ -111,8 +112,13 @@ class _FileTail:
                 return b""
             if self.fd is None and not self._open():
                 if not self._said_missing:
-                    self.emit({"event": "notice", "input": self.name,
-                               "message": "waiting for the file to appear"})
+                    self.emit(
+                        {
+                            "event": "notice",
+                            "input": self.name,
+                            "message": "waiting for the file to appear",
+                        }
+                    )
                     self._said_missing = True
                 self.stop.wait(self.poll)
                 continue
@@ -189,8 +195,9 @@ def _trim(line: Line) -> None:
 class Follower:
     """Follows one input and reports each new hypothesis through `emit`."""
 
-    def __init__(self, engine: Engine, name: str, stream: _FileTail | _PipeTail,
-                 emit: Emit) -> None:
+    def __init__(
+        self, engine: Engine, name: str, stream: _FileTail | _PipeTail, emit: Emit
+    ) -> None:
         self.engine = engine
         self.name = name
         self.stream = stream
@@ -208,13 +215,24 @@ class Follower:
                 self.feed(gen, segment)
             why = self.stream.ended
             if why in ("rotated", "truncated"):
-                self.emit({"event": "notice", "input": self.name,
-                           "message": f"file {why}; reading it again from the start",
-                           "lines_read": gen.source.lines})
+                self.emit(
+                    {
+                        "event": "notice",
+                        "input": self.name,
+                        "message": f"file {why}; reading it again from the start",
+                        "lines_read": gen.source.lines,
+                    }
+                )
                 self.stream.restart()
                 continue
-            self.emit({"event": "end", "input": self.name, "reason": why or "eof",
-                       "lines_read": gen.source.lines})
+            self.emit(
+                {
+                    "event": "end",
+                    "input": self.name,
+                    "reason": why or "eof",
+                    "lines_read": gen.source.lines,
+                }
+            )
             return
 
     def _segments(self, gen: _Generation) -> Iterator[Segment]:
@@ -237,8 +255,11 @@ class Follower:
         # known signatures only move scores. Ranking again only then keeps the cost per segment
         # flat however often a failure repeats.
         refs = self.engine.table.refs
-        fresh = {refs[h.pattern_index].owner for h in hits[before:]
-                 if refs[h.pattern_index].kind in ("sig", "diff")} - gen.owners
+        fresh = {
+            refs[h.pattern_index].owner
+            for h in hits[before:]
+            if refs[h.pattern_index].kind in ("sig", "diff")
+        } - gen.owners
         if not fresh:
             return
         gen.owners |= fresh
@@ -251,8 +272,14 @@ class Follower:
                 self.failed = True
             fields = hyp.model_dump(mode="json")
             fields.pop("explain", None)
-            self.emit({"event": "hypothesis", "input": self.name,
-                       "time": datetime.now(UTC).isoformat(timespec="seconds"), **fields})
+            self.emit(
+                {
+                    "event": "hypothesis",
+                    "input": self.name,
+                    "time": datetime.now(UTC).isoformat(timespec="seconds"),
+                    **fields,
+                }
+            )
 
 
 def run_follow(
@@ -289,11 +316,17 @@ def run_follow(
             continue
         path = Path(arg)
         if path.is_dir():
-            emit({"event": "error", "input": arg,
-                  "message": "is a directory; follow files, not directories"})
+            emit(
+                {
+                    "event": "error",
+                    "input": arg,
+                    "message": "is a directory; follow files, not directories",
+                }
+            )
             return EXIT_USAGE
-        followers.append(Follower(engine, arg, _FileTail(path, arg, poll_interval, stop, emit),
-                                  emit))
+        followers.append(
+            Follower(engine, arg, _FileTail(path, arg, poll_interval, stop, emit), emit)
+        )
 
     errors: list[str] = []
 
@@ -302,8 +335,13 @@ def run_follow(
             follower.run()
         except Exception as exc:  # one input failing must not take the others down
             errors.append(f"{follower.name}: {type(exc).__name__}: {exc}")
-            emit({"event": "error", "input": follower.name,
-                  "message": f"{type(exc).__name__}: {exc}"})
+            emit(
+                {
+                    "event": "error",
+                    "input": follower.name,
+                    "message": f"{type(exc).__name__}: {exc}",
+                }
+            )
         finally:
             if isinstance(follower.stream, _FileTail):
                 follower.stream.close()

@@ -8,6 +8,7 @@ supporting candidates that waited for a decisive hit found in another range.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ _ENGINE: Engine | None = None
 @dataclass
 class RangeResult:
     lines: int
-    bytes: int
+    nbytes: int
     hits: list[Hit]
     counts: dict[int, int]
     decided: set[str]
@@ -62,7 +63,7 @@ def split_points(path: Path, jobs: int) -> list[tuple[int, int]]:
             if cuts[-1] < pos < size:
                 cuts.append(pos)
     cuts.append(size)
-    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
 
 
 def _scan_range(args: tuple[str, str, int, int]) -> RangeResult:
@@ -119,7 +120,7 @@ def scan_parallel(engine: Engine, matcher: Matcher, source: Source, path: Path, 
         if res.fmt != "plain":
             source.fmt = res.fmt
         offset += res.lines
-        source.bytes += res.bytes
+        source.bytes += res.nbytes
     source.lines = offset
     for input_name, number, raw, pids in all_pending:
         owner = owners[pids[0]]

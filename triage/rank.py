@@ -1,5 +1,6 @@
-"""Score and order hypotheses: causes before the symptoms they explain, node before engine, the first
-fatal error before later ones, corroborated evidence up, out-of-range versions down (never hidden).
+"""Score and order hypotheses: causes before the symptoms they explain, node before engine, the
+first fatal error before later ones, corroborated evidence up, out-of-range versions down
+(never hidden).
 
 Every score is a sum of named terms (see `explain` in each hypothesis) so that `--explain` can show
 why a hypothesis ranks where it does.
@@ -191,9 +192,10 @@ def score(cand: Candidate, facts: dict[str, Any]) -> None:
 def differential(cand: Candidate, facts: dict[str, Any]) -> list[DifferentialOut]:
     out = []
     for d in cand.sig.differential:
-        why: list[str] = []
-        for hit in cand.diff_evidence.get(d.branch, []):
-            why.append(f"line {hit.line.number}: {hit.line.message[:120] or hit.line.text[:120]}")
+        why: list[str] = [
+            f"line {hit.line.number}: {hit.line.message[:120] or hit.line.text[:120]}"
+            for hit in cand.diff_evidence.get(d.branch, [])
+        ]
         verdicts = []
         for key, cond in d.facts.items():
             held = condition_holds(facts, key, cond)
@@ -242,7 +244,7 @@ def rank(
             if cause.sig.kind == "symptom" or cause.sig.severity != "error":
                 continue
             if cause.explained_by is not None or cause.sig.id in cand.sig.explains:
-                continue  # never adopt into a cause that is itself explained, nor into its own effect
+                continue  # never adopt into an explained cause, nor into its own effect
             cand.explained_by = cause.sig.id
             cause.explains.append(cand)
             break

@@ -11,7 +11,6 @@ input line, so line numbers still point at the input as given.
 from __future__ import annotations
 
 import gzip
-from bisect import bisect_right
 import io
 import json
 import mmap
@@ -19,10 +18,11 @@ import os
 import re
 import sys
 import zlib
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from triage.textutil import strip_ansi_bytes
 
@@ -178,8 +178,12 @@ def _open_stream(path: Path, name: str, max_decompressed: int) -> BinaryIO | _Li
     return fh
 
 
+class ByteStream(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
 def iter_segments(
-    stream: BinaryIO | _LimitedReader,
+    stream: ByteStream,
     source: Source,
     chunk_size: int = CHUNK_SIZE,
     max_line: int = MAX_LINE,
@@ -317,7 +321,7 @@ def _json_message(obj: dict[str, object]) -> str | None:
             # journald stores non-printable messages as arrays of byte values
             return bytes(x & 0xFF for x in value).decode("utf-8", "replace")
         if value is None:
-            return "[message hidden: journald shows fields over 4096 bytes as null; use journalctl --all]"
+            return "[message hidden: journald shows fields over 4096 bytes as null; use --all]"
         if isinstance(value, str):
             return value
         return json.dumps(value)
@@ -425,7 +429,9 @@ def read_source(
             import zstandard
 
             stream = _LimitedReader(
-                zstandard.ZstdDecompressor().stream_reader(stream), max_decompressed, name
+                zstandard.ZstdDecompressor().stream_reader(stream),  # type: ignore[arg-type]
+                max_decompressed,
+                name,
             )
     else:
         if not path.is_file() and not path.is_fifo() and not str(path).startswith("/dev/"):

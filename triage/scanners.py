@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+_hs: Any
 try:
     import hyperscan as _hs
 except ImportError:  # pragma: no cover - hosts without the wheel (e.g. some aarch64)

@@ -15,8 +15,14 @@ from triage.benchmarks.parsers import BenchInputError, expand, load
 from triage.benchmarks.server import ServerSummary, corroborate, from_logs
 
 __all__ = [
-    "DEFAULT_CEILING_TPS", "BenchInputError", "BenchReport", "Finding", "Point", "Request",
-    "Thresholds", "analyze",
+    "DEFAULT_CEILING_TPS",
+    "BenchInputError",
+    "BenchReport",
+    "Finding",
+    "Point",
+    "Request",
+    "Thresholds",
+    "analyze",
 ]
 
 REPORT_SCHEMA = "triage.bench/1"
@@ -44,13 +50,26 @@ class BenchReport:
             "inputs": [str(p) for p in self.inputs],
             "ceiling_tps": self.thresholds.ceiling_tps,
             "points": [
-                {"label": p.label, "source": p.source, "format": p.fmt, "order": p.order,
-                 "requests": len(p.requests), "successful": p.n_success, "total": p.n_total,
-                 "concurrency": p.concurrency, "request_rate": p.request_rate, "seed": p.seed,
-                 "input_len": p.typical_input_len,
-                 "flagged_rows": sorted({
-                     f.row for f in self.findings
-                     if f.point == p.label and f.row is not None and f.invalid})}
+                {
+                    "label": p.label,
+                    "source": p.source,
+                    "format": p.fmt,
+                    "order": p.order,
+                    "requests": len(p.requests),
+                    "successful": p.n_success,
+                    "total": p.n_total,
+                    "concurrency": p.concurrency,
+                    "request_rate": p.request_rate,
+                    "seed": p.seed,
+                    "input_len": p.typical_input_len,
+                    "flagged_rows": sorted(
+                        {
+                            f.row
+                            for f in self.findings
+                            if f.point == p.label and f.row is not None and f.invalid
+                        }
+                    ),
+                }
                 for p in self.points
             ],
             "findings": [f.to_dict() for f in self.findings],
@@ -62,8 +81,9 @@ class BenchReport:
         }
 
 
-def analyze(results: list[str], thresholds: Thresholds | None = None,
-            server_logs: list[str] | None = None) -> BenchReport:
+def analyze(
+    results: list[str], thresholds: Thresholds | None = None, server_logs: list[str] | None = None
+) -> BenchReport:
     """Read the results (files or directories), run every check, corroborate with server logs."""
     t = thresholds or Thresholds()
     inputs = expand(results)

@@ -58,14 +58,24 @@ def check_implied_prefill(p: Point, t: Thresholds) -> list[Finding]:
         rate = r.implied_prefill_tps
         if rate is None or (r.input_len or 0) < t.min_input_tokens or rate <= t.ceiling_tps:
             continue
-        out.append(Finding(
-            "implied-prefill", "error", p.source, p.label, r.index,
-            f"{r.input_len:,} input tokens in {r.ttft_s:.3g} s = {rate:,.0f} tok/s implied "
-            f"prefill, above the {t.ceiling_tps:,.0f} tok/s ceiling: likely a prefix-cache hit, "
-            f"not a prefill",
-            {"input_len": r.input_len, "ttft_s": r.ttft_s, "implied_prefill_tps": round(rate, 1),
-             "ceiling_tps": t.ceiling_tps},
-        ))
+        out.append(
+            Finding(
+                "implied-prefill",
+                "error",
+                p.source,
+                p.label,
+                r.index,
+                f"{r.input_len:,} input tokens in {r.ttft_s:.3g} s = {rate:,.0f} tok/s implied "
+                f"prefill, above the {t.ceiling_tps:,.0f} tok/s ceiling: likely a prefix-cache hit, "
+                f"not a prefill",
+                {
+                    "input_len": r.input_len,
+                    "ttft_s": r.ttft_s,
+                    "implied_prefill_tps": round(rate, 1),
+                    "ceiling_tps": t.ceiling_tps,
+                },
+            )
+        )
     return out
 
 
@@ -84,22 +94,33 @@ def check_warmup_duplicate(p: Point, t: Thresholds) -> list[Finding]:
     ratio = t.warmup_ratio if sequential else 1.0 / t.bimodal_gap
     if first_norm >= ratio * fastest_norm:
         return []
-    return [Finding(
-        "warmup-duplicate", "error", p.source, p.label, 0,
-        f"request 0 repeats the warm-up prompt ({p.fmt} sends the first input request as its "
-        f"test/warm-up request) and came back in {first.ttft_s:.3g} s, "
-        f"{fastest_norm / first_norm:.0f}x faster per input token than the fastest other request "
-        f"(#{fastest_other.index}: {fastest_other.ttft_s:.3g} s): served from the prefix cache",
-        {"input_len": first.input_len, "ttft_s": first.ttft_s,
-         "implied_prefill_tps": round(first.implied_prefill_tps or 0.0, 1) or None,
-         "fastest_other_ttft_s": fastest_other.ttft_s, "fastest_other_row": fastest_other.index},
-    )]
+    return [
+        Finding(
+            "warmup-duplicate",
+            "error",
+            p.source,
+            p.label,
+            0,
+            f"request 0 repeats the warm-up prompt ({p.fmt} sends the first input request as its "
+            f"test/warm-up request) and came back in {first.ttft_s:.3g} s, "
+            f"{fastest_norm / first_norm:.0f}x faster per input token than the fastest other request "
+            f"(#{fastest_other.index}: {fastest_other.ttft_s:.3g} s): served from the prefix cache",
+            {
+                "input_len": first.input_len,
+                "ttft_s": first.ttft_s,
+                "implied_prefill_tps": round(first.implied_prefill_tps or 0.0, 1) or None,
+                "fastest_other_ttft_s": fastest_other.ttft_s,
+                "fastest_other_row": fastest_other.index,
+            },
+        )
+    ]
 
 
 def _bimodal_fast_rows(p: Point, t: Thresholds) -> tuple[list[Request], float] | None:
     """The fast group of a point whose per-token TTFTs split in two groups `bimodal_gap` apart."""
-    normed = sorted(((n, r) for r in p.requests if (n := _norm_ttft(r)) is not None),
-                    key=lambda x: x[0])
+    normed = sorted(
+        ((n, r) for r in p.requests if (n := _norm_ttft(r)) is not None), key=lambda x: x[0]
+    )
     if len(normed) < 2:
         return None
     best_gap, cut = 0.0, 0
@@ -123,71 +144,118 @@ def check_reuse(points: list[Point], t: Thresholds) -> list[Finding]:
             key = (p.seed, _len_bucket(p.typical_input_len))
             earlier = seen_seeds.get(key)
             if earlier is not None:
-                out.append(Finding(
-                    "reused-seed", "error", p.source, p.label, None,
-                    f"prompt seed {p.seed} was already used by {earlier.label}"
-                    + (f" at the same input length (~{p.typical_input_len:,} tokens)"
-                       if p.typical_input_len else "")
-                    + ": this point re-sends that point's prompts, which the server may still "
-                    "cache",
-                    {"seed": p.seed, "earlier_point": earlier.label,
-                     "input_len": p.typical_input_len},
-                ))
+                out.append(
+                    Finding(
+                        "reused-seed",
+                        "error",
+                        p.source,
+                        p.label,
+                        None,
+                        f"prompt seed {p.seed} was already used by {earlier.label}"
+                        + (
+                            f" at the same input length (~{p.typical_input_len:,} tokens)"
+                            if p.typical_input_len
+                            else ""
+                        )
+                        + ": this point re-sends that point's prompts, which the server may still "
+                        "cache",
+                        {
+                            "seed": p.seed,
+                            "earlier_point": earlier.label,
+                            "input_len": p.typical_input_len,
+                        },
+                    )
+                )
             else:
                 seen_seeds[key] = p
         # 2. prompt hashes (or greedy-output fingerprints) already seen in an earlier point
-        matches = [(r, seen_keys[r.prompt_key]) for r in p.requests
-                   if r.prompt_key and r.prompt_key in seen_keys
-                   and seen_keys[r.prompt_key][0] is not p]
+        matches = [
+            (r, seen_keys[r.prompt_key])
+            for r in p.requests
+            if r.prompt_key and r.prompt_key in seen_keys and seen_keys[r.prompt_key][0] is not p
+        ]
         keyed = [r for r in p.requests if r.prompt_key]
         if matches:
             share = len(matches) / max(1, len(keyed))
             for r, (ep, erow) in matches:
                 what = "prompt" if r.key_kind == "prompt" else "greedy output and input length"
-                out.append(Finding(
-                    "reused-prompts", "error", p.source, p.label, r.index,
-                    f"same {what} as {ep.label} row {erow}: a re-sent prompt"
-                    + (f", TTFT {r.ttft_s:.3g} s" if r.ttft_s else ""),
-                    {"input_len": r.input_len, "ttft_s": r.ttft_s,
-                     "implied_prefill_tps": _round(r.implied_prefill_tps),
-                     "earlier_point": ep.label, "earlier_row": erow, "key_kind": r.key_kind,
-                     "share_of_point": round(share, 3)},
-                ))
+                out.append(
+                    Finding(
+                        "reused-prompts",
+                        "error",
+                        p.source,
+                        p.label,
+                        r.index,
+                        f"same {what} as {ep.label} row {erow}: a re-sent prompt"
+                        + (f", TTFT {r.ttft_s:.3g} s" if r.ttft_s else ""),
+                        {
+                            "input_len": r.input_len,
+                            "ttft_s": r.ttft_s,
+                            "implied_prefill_tps": _round(r.implied_prefill_tps),
+                            "earlier_point": ep.label,
+                            "earlier_row": erow,
+                            "key_kind": r.key_kind,
+                            "share_of_point": round(share, 3),
+                        },
+                    )
+                )
         # 3. no identities recorded: a multi-request point whose fast group is at a prompt length an
         #    earlier point already sent (the 1M, two-at-a-time case)
         elif len(p.requests) >= 2 and not keyed:
             fast = _bimodal_fast_rows(p, t)
-            earlier_same = [e for e in points[: p.order] if e is not p and e.typical_input_len
-                            and _len_bucket(e.typical_input_len) == _len_bucket(p.typical_input_len)
-                            and (e.seed is None or p.seed is None or e.seed == p.seed)]
+            earlier_same = [
+                e
+                for e in points[: p.order]
+                if e is not p
+                and e.typical_input_len
+                and _len_bucket(e.typical_input_len) == _len_bucket(p.typical_input_len)
+                and (e.seed is None or p.seed is None or e.seed == p.seed)
+            ]
             if fast and earlier_same:
                 rows, gap = fast
                 ep = earlier_same[-1]
                 n_match = min(len(rows), len(ep.requests))
                 out.extend(
                     Finding(
-                        "reused-prompts", "error", p.source, p.label, r.index,
+                        "reused-prompts",
+                        "error",
+                        p.source,
+                        p.label,
+                        r.index,
                         f"one of the {len(rows)} fastest of {len(p.requests)} requests "
                         f"({gap:.0f}x faster per token than the rest) at the input length "
                         f"{ep.label} already sent"
-                        + (" with the same seed" if ep.seed and ep.seed == p.seed else
-                           " (no seed or prompt hash recorded)")
+                        + (
+                            " with the same seed"
+                            if ep.seed and ep.seed == p.seed
+                            else " (no seed or prompt hash recorded)"
+                        )
                         + ": likely that point's prompts served from the cache",
-                        {"input_len": r.input_len, "ttft_s": r.ttft_s,
-                         "implied_prefill_tps": _round(r.implied_prefill_tps),
-                         "earlier_point": ep.label, "gap_factor": round(gap, 1)},
+                        {
+                            "input_len": r.input_len,
+                            "ttft_s": r.ttft_s,
+                            "implied_prefill_tps": _round(r.implied_prefill_tps),
+                            "earlier_point": ep.label,
+                            "gap_factor": round(gap, 1),
+                        },
                     )
                     for r in sorted(rows, key=lambda x: x.index)[: max(n_match, 1)]
                 )
             elif fast:
                 rows, gap = fast
-                out.append(Finding(
-                    "bimodal-ttft", "warning", p.source, p.label, None,
-                    f"TTFTs split into two groups {gap:.0f}x apart per input token "
-                    f"({len(rows)} fast of {len(p.requests)}): some requests may be cache hits",
-                    {"fast_rows": [r.index for r in rows], "gap_factor": round(gap, 1)},
-                    invalid=False,
-                ))
+                out.append(
+                    Finding(
+                        "bimodal-ttft",
+                        "warning",
+                        p.source,
+                        p.label,
+                        None,
+                        f"TTFTs split into two groups {gap:.0f}x apart per input token "
+                        f"({len(rows)} fast of {len(p.requests)}): some requests may be cache hits",
+                        {"fast_rows": [r.index for r in rows], "gap_factor": round(gap, 1)},
+                        invalid=False,
+                    )
+                )
         for r in p.requests:
             if r.prompt_key and r.prompt_key not in seen_keys:
                 seen_keys[r.prompt_key] = (p, r.index)
@@ -212,28 +280,70 @@ def check_successes(p: Point, t: Thresholds) -> list[Finding]:
         return out
     failed = total - ok
     first_error = next((r.error for r in p.requests if not r.success and r.error), "")
-    ev = {"total": total, "successful": ok, "failed": failed,
-          "first_error": first_error[:300] if first_error else None}
+    ev = {
+        "total": total,
+        "successful": ok,
+        "failed": failed,
+        "first_error": first_error[:300] if first_error else None,
+    }
     if ok == 0:
-        out.append(Finding("zero-success", "error", p.source, p.label, None,
-                           f"no successful request of {total}: the point measured nothing"
-                           + (f"; first error: {first_error.strip().splitlines()[-1][:160]}"
-                              if first_error.strip() else ""), ev))
+        out.append(
+            Finding(
+                "zero-success",
+                "error",
+                p.source,
+                p.label,
+                None,
+                f"no successful request of {total}: the point measured nothing"
+                + (
+                    f"; first error: {first_error.strip().splitlines()[-1][:160]}"
+                    if first_error.strip()
+                    else ""
+                ),
+                ev,
+            )
+        )
         return out
     if ok / total < t.min_success_share:
-        out.append(Finding("few-successes", "error", p.source, p.label, None,
-                           f"only {ok} of {total} requests succeeded: the metrics describe the "
-                           f"survivors, not the load", ev))
+        out.append(
+            Finding(
+                "few-successes",
+                "error",
+                p.source,
+                p.label,
+                None,
+                f"only {ok} of {total} requests succeeded: the metrics describe the "
+                f"survivors, not the load",
+                ev,
+            )
+        )
     elif failed / total > t.max_error_rate:
-        out.append(Finding("error-rate", "warning", p.source, p.label, None,
-                           f"{failed} of {total} requests failed ({100 * failed / total:.1f}%, "
-                           f"above {100 * t.max_error_rate:.0f}%)", ev))
+        out.append(
+            Finding(
+                "error-rate",
+                "warning",
+                p.source,
+                p.label,
+                None,
+                f"{failed} of {total} requests failed ({100 * failed / total:.1f}%, "
+                f"above {100 * t.max_error_rate:.0f}%)",
+                ev,
+            )
+        )
     for r in p.requests:
         if not r.success:
             line = r.error.strip().splitlines()[-1][:200] if r.error.strip() else "failed"
-            out.append(Finding("request-failed", "warning", p.source, p.label, r.index,
-                               f"request failed: {line}",
-                               {"input_len": r.input_len, "error": r.error[:300]}))
+            out.append(
+                Finding(
+                    "request-failed",
+                    "warning",
+                    p.source,
+                    p.label,
+                    r.index,
+                    f"request failed: {line}",
+                    {"input_len": r.input_len, "error": r.error[:300]},
+                )
+            )
     return out
 
 
@@ -250,21 +360,36 @@ def check_timeouts(p: Point, t: Thresholds, observed_tps: float | None) -> list[
         seconds = seconds or p.timeout_s or r.latency_s
         expected = r.input_len / rate if r.input_len else None
         if seconds is not None and expected is not None and seconds < expected:
-            out.append(Finding(
-                "timeout-shorter-than-prefill", "error", p.source, p.label, r.index,
-                f"client timed out after {seconds:g} s but {r.input_len:,} tokens need about "
-                f"{expected:,.0f} s of prefill at {rate:,.0f} tok/s: the harness, not the engine",
-                {"input_len": r.input_len, "timeout_s": seconds,
-                 "expected_prefill_s": round(expected, 1), "prefill_rate_tps": round(rate, 1)},
-            ))
+            out.append(
+                Finding(
+                    "timeout-shorter-than-prefill",
+                    "error",
+                    p.source,
+                    p.label,
+                    r.index,
+                    f"client timed out after {seconds:g} s but {r.input_len:,} tokens need about "
+                    f"{expected:,.0f} s of prefill at {rate:,.0f} tok/s: the harness, not the engine",
+                    {
+                        "input_len": r.input_len,
+                        "timeout_s": seconds,
+                        "expected_prefill_s": round(expected, 1),
+                        "prefill_rate_tps": round(rate, 1),
+                    },
+                )
+            )
     return out
 
 
 def observed_prefill_rate(points: list[Point], t: Thresholds) -> float | None:
     """Median implied prefill of long successful requests under the ceiling (the uncached ones)."""
-    rates = [rate for p in points for r in p.successes
-             if (rate := r.implied_prefill_tps) is not None
-             and (r.input_len or 0) >= t.min_input_tokens and rate <= t.ceiling_tps]
+    rates = [
+        rate
+        for p in points
+        for r in p.successes
+        if (rate := r.implied_prefill_tps) is not None
+        and (r.input_len or 0) >= t.min_input_tokens
+        and rate <= t.ceiling_tps
+    ]
     return median(rates) if rates else None
 
 
@@ -286,22 +411,48 @@ def check_cliffs(points: list[Point], t: Thresholds) -> list[Finding]:
                 continue
             ta, tb = _throughput(a), _throughput(b)
             if ta and tb is not None and tb < ta * (1 - t.throughput_drop):
-                out.append(Finding(
-                    "throughput-cliff", "warning", b.source, b.label, None,
-                    f"throughput fell from {ta:,.2f} to {tb:,.2f} ({100 * (1 - tb / ta):.0f}% "
-                    f"drop) going from {la:g} to {lb:g} concurrent: past the knee, or something "
-                    f"broke there",
-                    {"from_point": a.label, "from_level": la, "to_level": lb,
-                     "from_throughput": ta, "to_throughput": tb}, invalid=False))
+                out.append(
+                    Finding(
+                        "throughput-cliff",
+                        "warning",
+                        b.source,
+                        b.label,
+                        None,
+                        f"throughput fell from {ta:,.2f} to {tb:,.2f} ({100 * (1 - tb / ta):.0f}% "
+                        f"drop) going from {la:g} to {lb:g} concurrent: past the knee, or something "
+                        f"broke there",
+                        {
+                            "from_point": a.label,
+                            "from_level": la,
+                            "to_level": lb,
+                            "from_throughput": ta,
+                            "to_throughput": tb,
+                        },
+                        invalid=False,
+                    )
+                )
             ma, mb = _median_ttft(a), _median_ttft(b)
             # queueing alone grows TTFT roughly with the concurrency step; a cliff grows faster
             if ma and mb and mb > ma * t.ttft_jump * max(1.0, lb / la / 2):
-                out.append(Finding(
-                    "ttft-cliff", "warning", b.source, b.label, None,
-                    f"median TTFT jumped {mb / ma:.0f}x ({ma:.3g} s -> {mb:.3g} s) going from "
-                    f"{la:g} to {lb:g} concurrent: queueing or KV cache exhaustion",
-                    {"from_point": a.label, "from_level": la, "to_level": lb,
-                     "from_median_ttft_s": ma, "to_median_ttft_s": mb}, invalid=False))
+                out.append(
+                    Finding(
+                        "ttft-cliff",
+                        "warning",
+                        b.source,
+                        b.label,
+                        None,
+                        f"median TTFT jumped {mb / ma:.0f}x ({ma:.3g} s -> {mb:.3g} s) going from "
+                        f"{la:g} to {lb:g} concurrent: queueing or KV cache exhaustion",
+                        {
+                            "from_point": a.label,
+                            "from_level": la,
+                            "to_level": lb,
+                            "from_median_ttft_s": ma,
+                            "to_median_ttft_s": mb,
+                        },
+                        invalid=False,
+                    )
+                )
     return out
 
 
@@ -329,9 +480,18 @@ def check_detail(p: Point) -> list[Finding]:
         return []
     hints = {"vllm": "--save-detailed", "sglang": "--output-details"}
     hint = hints.get(p.fmt, "per-request output")
-    return [Finding("no-per-request-data", "info", p.source, p.label, None,
-                    f"no per-request rows (rerun with {hint}): only the summary can be checked",
-                    {}, invalid=False)]
+    return [
+        Finding(
+            "no-per-request-data",
+            "info",
+            p.source,
+            p.label,
+            None,
+            f"no per-request rows (rerun with {hint}): only the summary can be checked",
+            {},
+            invalid=False,
+        )
+    ]
 
 
 def run_checks(points: list[Point], t: Thresholds | None = None) -> list[Finding]:

@@ -19,7 +19,8 @@ from triage.benchmarks.checks import DEFAULT_CEILING_TPS
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 bench_app = typer.Typer(
-    add_completion=False, pretty_exceptions_enable=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Check benchmark results for rows the harness made untrustworthy.",
 )
@@ -33,31 +34,57 @@ class BenchFormat(StrEnum):
 
 @bench_app.command()
 def bench(
-    results: Annotated[list[str], typer.Argument(
-        help="vllm bench serve JSON, SGLang bench_serving JSONL, AIPerf/GenAI-Perf exports, "
-             "GuideLLM benchmarks.json, per-request CSV, or directories holding them")],
-    plot: Annotated[bool, typer.Option(
-        "--plot", help="Write a PNG of TTFT vs input length")] = False,
-    plot_file: Annotated[Path | None, typer.Option(
-        "--plot-file", help="Where the PNG goes (default: beside the results)")] = None,
-    ceiling: Annotated[float, typer.Option(
-        "--ceiling", help="Plausible uncached prefill ceiling, tokens/s (per GPU and model size)")
+    results: Annotated[
+        list[str],
+        typer.Argument(
+            help="vllm bench serve JSON, SGLang bench_serving JSONL, AIPerf/GenAI-Perf exports, "
+            "GuideLLM benchmarks.json, per-request CSV, or directories holding them"
+        ),
+    ],
+    plot: Annotated[
+        bool, typer.Option("--plot", help="Write a PNG of TTFT vs input length")
+    ] = False,
+    plot_file: Annotated[
+        Path | None,
+        typer.Option("--plot-file", help="Where the PNG goes (default: beside the results)"),
+    ] = None,
+    ceiling: Annotated[
+        float,
+        typer.Option(
+            "--ceiling",
+            help="Plausible uncached prefill ceiling, tokens/s (per GPU and model size)",
+        ),
     ] = DEFAULT_CEILING_TPS,
-    min_input: Annotated[int, typer.Option(
-        "--min-input", help="Prompts shorter than this are not screened for implied prefill")
+    min_input: Annotated[
+        int,
+        typer.Option(
+            "--min-input", help="Prompts shorter than this are not screened for implied prefill"
+        ),
     ] = 1024,
-    max_error_rate: Annotated[float, typer.Option(
-        "--max-error-rate", help="Share of failed requests above which a point is flagged")] = 0.05,
-    ledger: Annotated[Path | None, typer.Option(
-        "--ledger",
-        help="Invalid-row ledger CSV (default: triage_invalid_rows.csv beside the results)")
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            "--max-error-rate", help="Share of failed requests above which a point is flagged"
+        ),
+    ] = 0.05,
+    ledger: Annotated[
+        Path | None,
+        typer.Option(
+            "--ledger",
+            help="Invalid-row ledger CSV (default: triage_invalid_rows.csv beside the results)",
+        ),
     ] = None,
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not write the ledger")] = False,
-    server_log: Annotated[list[str] | None, typer.Option(
-        "--server-log", help="Server log(s) of the same run: stats lines corroborate the findings")
+    server_log: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server-log",
+            help="Server log(s) of the same run: stats lines corroborate the findings",
+        ),
     ] = None,
-    format: Annotated[BenchFormat, typer.Option(
-        "--format", "-f", help="Output format")] = BenchFormat.text,
+    format: Annotated[
+        BenchFormat, typer.Option("--format", "-f", help="Output format")
+    ] = BenchFormat.text,
 ) -> None:
     """Flag benchmark rows that measured the cache, re-sent prompts, failed or hit a cliff."""
     if ceiling <= 0:
@@ -98,9 +125,11 @@ def _fail(message: str) -> typer.Exit:
 def render_text(report: BenchReport) -> str:
     lines = []
     n_req = sum(len(p.requests) for p in report.points)
-    lines.append(f"{len(report.points)} point(s), {n_req} request row(s) from "
-                 f"{len(report.inputs)} file(s); implied-prefill ceiling "
-                 f"{report.thresholds.ceiling_tps:,.0f} tok/s")
+    lines.append(
+        f"{len(report.points)} point(s), {n_req} request row(s) from "
+        f"{len(report.inputs)} file(s); implied-prefill ceiling "
+        f"{report.thresholds.ceiling_tps:,.0f} tok/s"
+    )
     by_point: dict[str, list[str]] = {}
     for f in report.findings:
         where = "" if f.row is None else f"row {f.row}: "
@@ -127,8 +156,10 @@ def render_text(report: BenchReport) -> str:
         lines.extend(by_point.get("server", []))
         if s.hypotheses:
             top = s.hypotheses[0]
-            lines.append(f"  triage of the server log ranks first: {top['signature']} "
-                         f"({top['layer']}, {top['severity']})")
+            lines.append(
+                f"  triage of the server log ranks first: {top['signature']} "
+                f"({top['layer']}, {top['severity']})"
+            )
     if report.ledger:
         n = sum(1 for f in report.findings if f.invalid)
         lines.append(f"\nledger: {report.ledger} ({n} line(s); the results files are unchanged)")

@@ -12,8 +12,19 @@ from pathlib import Path
 from triage.benchmarks.model import Finding
 
 LEDGER_NAME = "triage_invalid_rows.csv"
-COLUMNS = ("file", "point", "row", "reason", "severity", "input_len", "ttft_s",
-           "implied_prefill_tps", "ceiling_tps", "evidence", "message")
+COLUMNS = (
+    "file",
+    "point",
+    "row",
+    "reason",
+    "severity",
+    "input_len",
+    "ttft_s",
+    "implied_prefill_tps",
+    "ceiling_tps",
+    "evidence",
+    "message",
+)
 
 
 def default_path(results: list[Path]) -> Path:
@@ -34,14 +45,26 @@ def write(path: Path, findings: list[Finding], inputs: list[Path]) -> int:
         w.writerow(COLUMNS)
         for f in rows:
             ev = f.evidence
-            rest = {k: v for k, v in ev.items()
-                    if k not in ("input_len", "ttft_s", "implied_prefill_tps", "ceiling_tps")}
-            w.writerow([
-                f.source, f.point, "all" if f.row is None else f.row, f.check, f.severity,
-                _cell(ev.get("input_len")), _cell(ev.get("ttft_s")),
-                _cell(ev.get("implied_prefill_tps")), _cell(ev.get("ceiling_tps")),
-                json.dumps(rest, sort_keys=True, default=str) if rest else "", f.message,
-            ])
+            rest = {
+                k: v
+                for k, v in ev.items()
+                if k not in ("input_len", "ttft_s", "implied_prefill_tps", "ceiling_tps")
+            }
+            w.writerow(
+                [
+                    f.source,
+                    f.point,
+                    "all" if f.row is None else f.row,
+                    f.check,
+                    f.severity,
+                    _cell(ev.get("input_len")),
+                    _cell(ev.get("ttft_s")),
+                    _cell(ev.get("implied_prefill_tps")),
+                    _cell(ev.get("ceiling_tps")),
+                    json.dumps(rest, sort_keys=True, default=str) if rest else "",
+                    f.message,
+                ]
+            )
     return len(rows)
 
 

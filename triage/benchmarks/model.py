@@ -98,7 +98,12 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "check": self.check, "severity": self.severity, "source": self.source,
-            "point": self.point, "row": self.row, "message": self.message,
-            "evidence": self.evidence, "invalid": self.invalid,
+            "check": self.check,
+            "severity": self.severity,
+            "source": self.source,
+            "point": self.point,
+            "row": self.row,
+            "message": self.message,
+            "evidence": self.evidence,
+            "invalid": self.invalid,
         }

@@ -43,8 +43,11 @@ def expand(paths: list[str]) -> list[Path]:
         p = Path(name)
         if p.is_dir():
             out.extend(
-                f for f in sorted(p.rglob("*"))
-                if f.is_file() and f.suffix in RESULT_SUFFIXES and f.name not in SKIP_NAMES
+                f
+                for f in sorted(p.rglob("*"))
+                if f.is_file()
+                and f.suffix in RESULT_SUFFIXES
+                and f.name not in SKIP_NAMES
                 and not f.name.endswith(".pytorch.json")
             )
         elif p.is_file():
@@ -163,8 +166,9 @@ def _list(doc: dict[str, Any], key: str) -> list[Any]:
 def _parse_vllm_like(path: Path, label: str, doc: dict[str, Any]) -> Point:
     """vllm bench serve JSON or one SGLang bench_serving JSONL line (same per-request lists)."""
     sglang = "total_output_tokens_retokenized" in doc or "accept_length" in doc
-    point = Point(source=str(path), label=label, fmt="sglang" if sglang else "vllm",
-                  warmup_is_first=True)
+    point = Point(
+        source=str(path), label=label, fmt="sglang" if sglang else "vllm", warmup_is_first=True
+    )
     point.concurrency = _num(doc.get("max_concurrency"))
     rate = doc.get("request_rate")
     point.request_rate = None if rate in ("inf", None) else _num(rate)
@@ -196,9 +200,14 @@ def _parse_vllm_like(path: Path, label: str, doc: dict[str, Any]) -> Point:
         ttft = _num(ttfts[i]) if i < len(ttfts) else None
         # vllm and SGLang record a failed request with an error text and ttft 0.0
         success = not err and ttft is not None and ttft > 0
-        req = Request(index=i, input_len=_int(input_lens[i]) if i < len(input_lens) else None,
-                      output_len=_int(output_lens[i]) if i < len(output_lens) else None,
-                      ttft_s=ttft if success else None, success=success, error=err)
+        req = Request(
+            index=i,
+            input_len=_int(input_lens[i]) if i < len(input_lens) else None,
+            output_len=_int(output_lens[i]) if i < len(output_lens) else None,
+            ttft_s=ttft if success else None,
+            success=success,
+            error=err,
+        )
         if success and i < len(itls) and isinstance(itls[i], list):
             gaps = [g for g in (_num(x) for x in itls[i]) if g is not None]
             req.latency_s = (ttft or 0.0) + sum(gaps)
@@ -250,10 +259,15 @@ def _parse_aiperf(path: Path, records: list[dict[str, Any]]) -> Point:
             err = str(error)
         ttft = metric("time_to_first_token")
         isl = metric("input_sequence_length") or metric("error_isl")
-        req = Request(index=0, input_len=int(isl) if isl else None,
-                      output_len=_int(metric("output_sequence_length")),
-                      ttft_s=ttft if not err else None, latency_s=metric("request_latency"),
-                      success=not err and ttft is not None, error=err)
+        req = Request(
+            index=0,
+            input_len=int(isl) if isl else None,
+            output_len=_int(metric("output_sequence_length")),
+            ttft_s=ttft if not err else None,
+            latency_s=metric("request_latency"),
+            success=not err and ttft is not None,
+            error=err,
+        )
         conv = meta.get("conversation_id")
         if conv:
             req.prompt_key = _digest(str(conv), str(meta.get("turn_index", 0)))
@@ -321,15 +335,21 @@ def _parse_guidellm(path: Path, doc: dict[str, Any]) -> list[Point]:
                 start = _num(r.get("start_time")) or 0.0
                 first = _num(r.get("first_token_time"))
                 ttft_ms = _num(r.get("time_to_first_token_ms"))
-                ttft = ttft_ms / 1000.0 if ttft_ms is not None else (
-                    first - start if first is not None and start else None)
+                ttft = (
+                    ttft_ms / 1000.0
+                    if ttft_ms is not None
+                    else (first - start if first is not None and start else None)
+                )
                 end = _num(r.get("end_time"))
-                req = Request(index=0, input_len=_int(r.get("prompt_tokens")),
-                              output_len=_int(r.get("output_tokens")),
-                              ttft_s=ttft if status == "successful" else None,
-                              latency_s=(end - start) if end is not None and start else None,
-                              success=status == "successful",
-                              error="" if status == "successful" else str(r.get("error") or status))
+                req = Request(
+                    index=0,
+                    input_len=_int(r.get("prompt_tokens")),
+                    output_len=_int(r.get("output_tokens")),
+                    ttft_s=ttft if status == "successful" else None,
+                    latency_s=(end - start) if end is not None and start else None,
+                    success=status == "successful",
+                    error="" if status == "successful" else str(r.get("error") or status),
+                )
                 prompt = r.get("prompt")
                 if isinstance(prompt, str) and prompt:
                     req.prompt_key, req.key_kind = _digest(prompt), "prompt"
@@ -341,8 +361,9 @@ def _parse_guidellm(path: Path, doc: dict[str, Any]) -> list[Point]:
         totals = bench.get("request_totals") or {}
         point.completed = _int(totals.get("successful"))
         if point.completed is not None:
-            point.failed = ((_int(totals.get("errored")) or 0)
-                            + (_int(totals.get("incomplete")) or 0))
+            point.failed = (_int(totals.get("errored")) or 0) + (
+                _int(totals.get("incomplete")) or 0
+            )
         points.append(point)
     return points
 
@@ -370,8 +391,10 @@ def _parse_csv(path: Path, text: str) -> Point:
     if not rows:
         raise BenchInputError(f"{path}: empty CSV")
     names = {k.strip().lower(): k for k in rows[0] if k}
-    cols = {field: next((names[c] for c in cands if c in names), None)
-            for field, cands in CSV_COLUMNS.items()}
+    cols = {
+        field: next((names[c] for c in cands if c in names), None)
+        for field, cands in CSV_COLUMNS.items()
+    }
     if cols["ttft_s"] is None and cols["ttft_ms"] is None:
         names_s = ", ".join(CSV_COLUMNS["ttft_s"] + CSV_COLUMNS["ttft_ms"])
         raise BenchInputError(f"{path}: CSV has no TTFT column ({names_s})")
@@ -388,15 +411,23 @@ def _parse_csv(path: Path, text: str) -> Point:
         err = get(row, "error")
         ok_text = get(row, "success").lower()
         success = (ok_text not in _FALSE if ok_text else not err) and ttft is not None and ttft > 0
-        req = Request(index=i, input_len=_int(get(row, "input_len")),
-                      output_len=_int(get(row, "output_len")), ttft_s=ttft if success else None,
-                      latency_s=_num(get(row, "latency_s")), success=success,
-                      error=err or ("" if success else "failed"))
+        req = Request(
+            index=i,
+            input_len=_int(get(row, "input_len")),
+            output_len=_int(get(row, "output_len")),
+            ttft_s=ttft if success else None,
+            latency_s=_num(get(row, "latency_s")),
+            success=success,
+            error=err or ("" if success else "failed"),
+        )
         if key := get(row, "prompt_key"):
             req.prompt_key, req.key_kind = key, "prompt"
-        meta = {"point": get(row, "point"), "seed": get(row, "seed"),
-                "concurrency": _num(get(row, "concurrency")),
-                "timeout_s": _num(get(row, "timeout_s"))}
+        meta = {
+            "point": get(row, "point"),
+            "seed": get(row, "seed"),
+            "concurrency": _num(get(row, "concurrency")),
+            "timeout_s": _num(get(row, "timeout_s")),
+        }
         point.extra.setdefault("row_meta", {})[i] = meta
         point.requests.append(req)
     metas = list(point.extra.get("row_meta", {}).values())
@@ -424,8 +455,9 @@ def split_csv_points(points: list[Point]) -> list[Point]:
             continue
         groups: dict[str, Point] = {}
         for req in p.requests:
-            meta = row_meta.get(req.index, {"point": "", "seed": "", "concurrency": None,
-                                            "timeout_s": None})
+            meta = row_meta.get(
+                req.index, {"point": "", "seed": "", "concurrency": None, "timeout_s": None}
+            )
             name = meta["point"]
             sub = groups.get(name)
             if sub is None:
@@ -447,8 +479,9 @@ def split_csv_points(points: list[Point]) -> list[Point]:
 _TIMEOUT_TEXT = re.compile(
     r"(?:read timeout=|timeout=|timed out after |Timeout of |total=)(?P<s>[0-9]+(?:\.[0-9]+)?)"
 )
-_TIMEOUT_WORDS = re.compile(r"time(?:d)? ?out|TimeoutError|ReadTimeout|APITimeoutError|504 Gateway",
-                            re.IGNORECASE)
+_TIMEOUT_WORDS = re.compile(
+    r"time(?:d)? ?out|TimeoutError|ReadTimeout|APITimeoutError|504 Gateway", re.IGNORECASE
+)
 
 
 def timeout_in(error: str) -> tuple[bool, float | None]:

@@ -28,9 +28,14 @@ class ServerSummary:
     hypotheses: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"inputs": self.inputs, "stats_rows": self.stats_rows, "stalls": self.stalls,
-                "kv_pinned_rows": self.kv_pinned_rows,
-                "max_prefix_hit_rate": self.max_prefix_hit_rate, "hypotheses": self.hypotheses}
+        return {
+            "inputs": self.inputs,
+            "stats_rows": self.stats_rows,
+            "stalls": self.stalls,
+            "kv_pinned_rows": self.kv_pinned_rows,
+            "max_prefix_hit_rate": self.max_prefix_hit_rate,
+            "hypotheses": self.hypotheses,
+        }
 
 
 def summarize_stats(stats: list[dict[str, Any]]) -> ServerSummary:
@@ -39,14 +44,23 @@ def summarize_stats(stats: list[dict[str, Any]]) -> ServerSummary:
 
     def close() -> None:
         if len(run) >= STALL_MIN_ROWS:
-            s.stalls.append({"input": run[0]["input"], "first_line": run[0]["line"],
-                             "last_line": run[-1]["line"], "rows": len(run),
-                             "running": max(r.get("running", 0) for r in run)})
+            s.stalls.append(
+                {
+                    "input": run[0]["input"],
+                    "first_line": run[0]["line"],
+                    "last_line": run[-1]["line"],
+                    "rows": len(run),
+                    "running": max(r.get("running", 0) for r in run),
+                }
+            )
         run.clear()
 
     for row in stats:
-        stalled = (row.get("prompt_tps") == 0.0 and row.get("gen_tps") == 0.0
-                   and (row.get("running") or 0) > 0)
+        stalled = (
+            row.get("prompt_tps") == 0.0
+            and row.get("gen_tps") == 0.0
+            and (row.get("running") or 0) > 0
+        )
         if stalled and (not run or run[-1]["input"] == row["input"]):
             run.append(row)
         else:
@@ -76,38 +90,72 @@ def from_logs(paths: list[str]) -> ServerSummary:
     stats = report.facts.get("stats") or []
     summary = summarize_stats(stats if isinstance(stats, list) else [])
     summary.inputs = [i.name for i in report.inputs]
-    summary.hypotheses = [{"rank": h.rank, "signature": h.signature, "layer": h.layer,
-                           "severity": h.severity, "score": h.score} for h in report.hypotheses[:5]]
+    summary.hypotheses = [
+        {
+            "rank": h.rank,
+            "signature": h.signature,
+            "layer": h.layer,
+            "severity": h.severity,
+            "score": h.score,
+        }
+        for h in report.hypotheses[:5]
+    ]
     return summary
 
 
 def corroborate(summary: ServerSummary, findings: list[Finding], source: str) -> list[Finding]:
-    contaminated = any(f.check in ("implied-prefill", "warmup-duplicate", "reused-prompts",
-                                   "reused-seed") for f in findings)
+    contaminated = any(
+        f.check in ("implied-prefill", "warmup-duplicate", "reused-prompts", "reused-seed")
+        for f in findings
+    )
     out: list[Finding] = [
         Finding(
-            "server-stalled", "error", source, "server", None,
+            "server-stalled",
+            "error",
+            source,
+            "server",
+            None,
             f"server stats show {st['rows']} consecutive intervals with 0.0 tokens/s while "
             f"{st['running']} request(s) were running ({st['input']} lines "
             f"{st['first_line']}-{st['last_line']}): the engine hung; failures and timeouts of "
             f"the benchmark in those minutes are its consequence, not the harness's",
-            dict(st), invalid=False)
+            dict(st),
+            invalid=False,
+        )
         for st in summary.stalls
     ]
     if summary.kv_pinned_rows:
-        out.append(Finding(
-            "server-kv-pinned", "warning", source, "server", None,
-            f"{summary.kv_pinned_rows} stats line(s) show the KV cache at >= {KV_PINNED:.0f}% with "
-            f"requests waiting: TTFT there is queueing and preemption",
-            {"rows": summary.kv_pinned_rows}, invalid=False))
+        out.append(
+            Finding(
+                "server-kv-pinned",
+                "warning",
+                source,
+                "server",
+                None,
+                f"{summary.kv_pinned_rows} stats line(s) show the KV cache at >= {KV_PINNED:.0f}% with "
+                f"requests waiting: TTFT there is queueing and preemption",
+                {"rows": summary.kv_pinned_rows},
+                invalid=False,
+            )
+        )
     hit = summary.max_prefix_hit_rate
     if hit is not None and hit >= HIGH_HIT_RATE:
-        out.append(Finding(
-            "server-prefix-cache-hits", "warning" if not contaminated else "info", source,
-            "server", None,
-            (f"server reports a prefix cache hit rate up to {hit:.1f}%: supports the "
-             f"cache-contamination findings above" if contaminated else
-             f"server reports a prefix cache hit rate up to {hit:.1f}% during the run: if these "
-             f"points claim cold prompts, part of their TTFT measured the cache"),
-            {"max_prefix_cache_hit_rate": hit}, invalid=False))
+        out.append(
+            Finding(
+                "server-prefix-cache-hits",
+                "warning" if not contaminated else "info",
+                source,
+                "server",
+                None,
+                (
+                    f"server reports a prefix cache hit rate up to {hit:.1f}%: supports the "
+                    f"cache-contamination findings above"
+                    if contaminated
+                    else f"server reports a prefix cache hit rate up to {hit:.1f}% during the run: if these "
+                    f"points claim cold prompts, part of their TTFT measured the cache"
+                ),
+                {"max_prefix_cache_hit_rate": hit},
+                invalid=False,
+            )
+        )
     return out

@@ -71,8 +71,11 @@ def job_from_event(
     if event == "issue_comment" and is_bot_user(_d(comment, "user"), bot_login):
         return "comment by a bot"
     raw_labels = issue.get("labels")
-    labels = [str(lb.get("name", "")) for lb in (raw_labels if isinstance(raw_labels, list) else [])
-              if isinstance(lb, dict)]
+    labels = [
+        str(lb.get("name", ""))
+        for lb in (raw_labels if isinstance(raw_labels, list) else [])
+        if isinstance(lb, dict)
+    ]
     if OPT_OUT_LABELS & {lb.lower() for lb in labels}:
         return "opted out by label"
     repo = str(_d(payload, "repository").get("full_name", ""))

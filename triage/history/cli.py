@@ -34,8 +34,12 @@ class Output(StrEnum):
 
 
 def _app(help_text: str) -> typer.Typer:
-    return typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=help_text,
-                       context_settings={"help_option_names": ["-h", "--help"]})
+    return typer.Typer(
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        help=help_text,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
 
 
 history_app = _app("List recent triage runs recorded in the history database.")
@@ -52,11 +56,18 @@ APPS: dict[str, typer.Typer] = {
     "feedback": feedback_app,
 }
 
-DbOption = Annotated[Path | None, typer.Option(
-    "--db", envvar="TRIAGE_DB",
-    help="History database (default: $XDG_DATA_HOME/triage/history.db)")]
-SinceOption = Annotated[str | None, typer.Option(
-    "--since", help="Only runs newer than this: 30d, 12h, 2w, or a date (2025-01-31)")]
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        envvar="TRIAGE_DB",
+        help="History database (default: $XDG_DATA_HOME/triage/history.db)",
+    ),
+]
+SinceOption = Annotated[
+    str | None,
+    typer.Option("--since", help="Only runs newer than this: 30d, 12h, 2w, or a date (2025-01-31)"),
+]
 FormatOption = Annotated[Output, typer.Option("--format", "-f", help="text or json")]
 
 
@@ -97,8 +108,9 @@ def _echo_json(data: Any) -> None:
 def _open_existing(db: Path | None) -> Any:
     path = resolve(db)
     if not path.exists():
-        typer.echo(f"no history yet at {path} (every `triage LOG` run records there; "
-                   "--no-history skips)")
+        typer.echo(
+            f"no history yet at {path} (every `triage LOG` run records there; --no-history skips)"
+        )
         raise typer.Exit(EXIT_OK)
     return opened(path, create=False)
 
@@ -111,11 +123,13 @@ def _open_existing(db: Path | None) -> Any:
 def history(
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs")] = 20,
     since: SinceOption = None,
-    signature: Annotated[str | None, typer.Option(
-        "--signature", help="Only runs where it fired")] = None,
+    signature: Annotated[
+        str | None, typer.Option("--signature", help="Only runs where it fired")
+    ] = None,
     host: Annotated[str | None, typer.Option("--host", help="Only runs on this host")] = None,
-    check: Annotated[bool, typer.Option(
-        "--check", help="Run PRAGMA integrity_check and exit")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Run PRAGMA integrity_check and exit")
+    ] = False,
     db: DbOption = None,
     format: FormatOption = Output.text,
 ) -> None:
@@ -128,8 +142,9 @@ def history(
             status = conn.execute("PRAGMA integrity_check").fetchone()[0]
             typer.echo(f"{resolve(db)}: integrity_check {status}")
             raise typer.Exit(EXIT_OK if status == "ok" else EXIT_USAGE)
-        runs = query.list_runs(conn, limit=limit, since=query.parse_since(since),
-                               signature=signature, host=host)
+        runs = query.list_runs(
+            conn, limit=limit, since=query.parse_since(since), signature=signature, host=host
+        )
     if format is Output.json:
         _echo_json([r.__dict__ for r in runs])
         return
@@ -140,9 +155,17 @@ def history(
     for r in runs:
         fired = ", ".join(r.signatures[:3]) + (" …" if len(r.signatures) > 3 else "") or "-"
         names = ", ".join(Path(n).name for n in r.inputs[:2]) + (" …" if len(r.inputs) > 2 else "")
-        rows.append((r.number, query.when(r.ts), _clip(r.host or "-", 20),
-                     _clip(r.run_id or "-", 16), _clip(names or "-", 32), fired,
-                     r.unknown or "-"))
+        rows.append(
+            (
+                r.number,
+                query.when(r.ts),
+                _clip(r.host or "-", 20),
+                _clip(r.run_id or "-", 16),
+                _clip(names or "-", 32),
+                fired,
+                r.unknown or "-",
+            )
+        )
     for line in _table(("run", "when (UTC)", "host", "run id", "inputs", "fired", "unknown"), rows):
         typer.echo(line)
 
@@ -163,8 +186,9 @@ def _spark(counts: list[int]) -> str:
 @_guarded
 def stats(
     since: SinceOption = "30d",
-    signature: Annotated[str | None, typer.Option(
-        "--signature", help="Only this signature")] = None,
+    signature: Annotated[
+        str | None, typer.Option("--signature", help="Only this signature")
+    ] = None,
     weeks: Annotated[int, typer.Option("--weeks", help="Weeks in the per-week trend")] = 8,
     db: DbOption = None,
     format: FormatOption = Output.text,
@@ -175,33 +199,65 @@ def stats(
     """
     window = None if since in (None, "", "all") else query.parse_since(since)
     with _open_existing(db) as conn:
-        sigs = query.signature_stats(conn, since=window,
-                                     signatures=[signature] if signature else None)
+        sigs = query.signature_stats(
+            conn, since=window, signatures=[signature] if signature else None
+        )
         trend = {s.signature: query.weekly_counts(conn, s.signature, weeks) for s in sigs}
         hosts = query.breakdown(conn, "host", since=window)
         versions = query.breakdown(conn, "engine_version", since=window)
     if format is Output.json:
-        _echo_json({
-            "since": window,
-            "signatures": [{"signature": s.signature, "runs": s.runs, "first_seen": s.first_ts,
-                            "last_seen": s.last_ts, "last_host": s.last_host,
-                            "hosts": dict(s.hosts), "versions": dict(s.versions),
-                            "weekly": trend[s.signature]} for s in sigs],
-            "hosts": [{"host": h, "runs": n, "diagnosed": d} for h, n, d in hosts],
-            "engine_versions": [{"version": v, "runs": n, "diagnosed": d} for v, n, d in versions],
-        })
+        _echo_json(
+            {
+                "since": window,
+                "signatures": [
+                    {
+                        "signature": s.signature,
+                        "runs": s.runs,
+                        "first_seen": s.first_ts,
+                        "last_seen": s.last_ts,
+                        "last_host": s.last_host,
+                        "hosts": dict(s.hosts),
+                        "versions": dict(s.versions),
+                        "weekly": trend[s.signature],
+                    }
+                    for s in sigs
+                ],
+                "hosts": [{"host": h, "runs": n, "diagnosed": d} for h, n, d in hosts],
+                "engine_versions": [
+                    {"version": v, "runs": n, "diagnosed": d} for v, n, d in versions
+                ],
+            }
+        )
         return
     label = "all time" if window is None else f"since {query.when(window)} UTC"
     typer.echo(f"signatures that fired ({label}):")
     if not sigs:
         typer.echo("  none")
-    rows = [(s.signature, s.runs, query.when(s.first_ts), query.when(s.last_ts),
-             _clip(", ".join(f"{h}×{n}" for h, n in s.hosts.most_common(3)), 36),
-             _clip(", ".join(v for v, _ in s.versions.most_common(2)), 28),
-             _spark(trend[s.signature])) for s in sigs]
+    rows = [
+        (
+            s.signature,
+            s.runs,
+            query.when(s.first_ts),
+            query.when(s.last_ts),
+            _clip(", ".join(f"{h}×{n}" for h, n in s.hosts.most_common(3)), 36),
+            _clip(", ".join(v for v, _ in s.versions.most_common(2)), 28),
+            _spark(trend[s.signature]),
+        )
+        for s in sigs
+    ]
     if rows:
-        for line in _table(("signature", "runs", "first seen", "last seen", "hosts", "versions",
-                            f"last {weeks} weeks"), rows):
+        for line in _table(
+            (
+                "signature",
+                "runs",
+                "first seen",
+                "last seen",
+                "hosts",
+                "versions",
+                f"last {weeks} weeks",
+            ),
+            rows,
+        ):
             typer.echo("  " + line)
     for title, data in (("per host", hosts), ("per engine version", versions)):
         typer.echo(f"\n{title}:")
@@ -215,8 +271,10 @@ def stats(
 @unknown_app.command()
 @_guarded
 def unknown(
-    args: Annotated[list[str] | None, typer.Argument(
-        help="Nothing to list clusters; `show CLUSTER` (or just CLUSTER) for one")] = None,
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(help="Nothing to list clusters; `show CLUSTER` (or just CLUSTER) for one"),
+    ] = None,
     since: SinceOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many clusters")] = 30,
     db: DbOption = None,
@@ -247,29 +305,48 @@ def unknown(
     if not clusters:
         typer.echo("no unrecognized lines recorded")
         return
-    rows = [(c.id, c.runs, c.lines, query.when(c.last_ts), _clip(", ".join(c.hosts), 18),
-             _clip(c.example, 70)) for c in clusters]
+    rows = [
+        (
+            c.id,
+            c.runs,
+            c.lines,
+            query.when(c.last_ts),
+            _clip(", ".join(c.hosts), 18),
+            _clip(c.example, 70),
+        )
+        for c in clusters
+    ]
     for line in _table(("cluster", "runs", "lines", "last seen", "hosts", "example"), rows):
         typer.echo(line)
-    typer.echo("\n`triage unknown show CLUSTER` for details, "
-               "`triage draft CLUSTER` for a signature")
+    typer.echo(
+        "\n`triage unknown show CLUSTER` for details, `triage draft CLUSTER` for a signature"
+    )
 
 
 def _show_cluster(detail: query.ClusterDetail, format: Output) -> None:
     row = detail.row
     if format is Output.json:
-        _echo_json({
-            "cluster": row.__dict__,
-            "templates": [{"template": t, "similarity": s, "lines": n}
-                          for t, s, n in detail.templates],
-            "lines": [{"run": r, "text": t, "input": i, "line": ln, "count": c}
-                      for r, t, i, ln, c in detail.lines],
-            "runs": [{"run": n, "run_id": rid, "ts": ts, "host": h, "engine_version": v}
-                     for n, rid, ts, h, v in detail.runs],
-        })
+        _echo_json(
+            {
+                "cluster": row.__dict__,
+                "templates": [
+                    {"template": t, "similarity": s, "lines": n} for t, s, n in detail.templates
+                ],
+                "lines": [
+                    {"run": r, "text": t, "input": i, "line": ln, "count": c}
+                    for r, t, i, ln, c in detail.lines
+                ],
+                "runs": [
+                    {"run": n, "run_id": rid, "ts": ts, "host": h, "engine_version": v}
+                    for n, rid, ts, h, v in detail.runs
+                ],
+            }
+        )
         return
-    typer.echo(f"cluster {row.id}: {row.lines} lines in {row.runs} runs, first "
-               f"{query.when(row.first_ts)}, last {query.when(row.last_ts)} UTC")
+    typer.echo(
+        f"cluster {row.id}: {row.lines} lines in {row.runs} runs, first "
+        f"{query.when(row.first_ts)}, last {query.when(row.last_ts)} UTC"
+    )
     typer.echo("templates:")
     for template, score, n in detail.templates:
         joined = "" if score >= 100 else f"  (joined at similarity {score:.0f})"
@@ -278,13 +355,19 @@ def _show_cluster(detail: query.ClusterDetail, format: Output) -> None:
     for text in list(dict.fromkeys(t for _, t, _, _, _ in detail.lines))[:10]:
         typer.echo(f"  {_clip(text, 200)}")
     typer.echo("runs:")
-    for line in _table(("run", "when (UTC)", "run id", "host", "engine"),
-                       [(n, query.when(ts), _clip(rid or "-", 24), _clip(h or "-", 24), v or "-")
-                        for n, rid, ts, h, v in detail.runs]):
+    for line in _table(
+        ("run", "when (UTC)", "run id", "host", "engine"),
+        [
+            (n, query.when(ts), _clip(rid or "-", 24), _clip(h or "-", 24), v or "-")
+            for n, rid, ts, h, v in detail.runs
+        ],
+    ):
         typer.echo("  " + line)
     names = {(r, i, ln) for r, _, i, ln, _ in detail.lines}
-    typer.echo("where: " + ", ".join(sorted(f"run {r} {Path(i or '-').name}:{ln}"
-                                            for r, i, ln in names)[:8]))
+    typer.echo(
+        "where: "
+        + ", ".join(sorted(f"run {r} {Path(i or '-').name}:{ln}" for r, i, ln in names)[:8])
+    )
 
 
 # -- triage draft --------------------------------------------------------------------------------
@@ -294,10 +377,14 @@ def _show_cluster(detail: query.ClusterDetail, format: Output) -> None:
 @_guarded
 def draft(
     cluster: Annotated[str, typer.Argument(help="Cluster id from `triage unknown`")],
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="File to write ('-' for stdout; default ./<id>.yaml)")] = None,
-    signatures: Annotated[Path | None, typer.Option(
-        "--signatures", help="Signature directory (for the nearest known signatures)")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="File to write ('-' for stdout; default ./<id>.yaml)"),
+    ] = None,
+    signatures: Annotated[
+        Path | None,
+        typer.Option("--signatures", help="Signature directory (for the nearest known signatures)"),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file")] = False,
     db: DbOption = None,
 ) -> None:
@@ -321,8 +408,10 @@ def draft(
     if path.exists() and not force:
         raise HistoryError(f"{path} exists: pass --force to overwrite or -o another file")
     path.write_text(result.text, encoding="utf-8")
-    typer.echo(f"wrote {path}: fill in title, layer and fixes, move it to "
-               f"signatures/<layer>/{result.id}.yaml, run `triage kb lint`")
+    typer.echo(
+        f"wrote {path}: fill in title, layer and fixes, move it to "
+        f"signatures/<layer>/{result.id}.yaml, run `triage kb lint`"
+    )
 
 
 # -- triage feedback -----------------------------------------------------------------------------
@@ -332,15 +421,24 @@ def draft(
 @_guarded
 def feedback(
     run: Annotated[str, typer.Argument(help="Run number (from `triage history`) or run id")],
-    wrong: Annotated[str | None, typer.Option(
-        "--wrong", help="This signature was a wrong diagnosis")] = None,
-    confirm: Annotated[str | None, typer.Option(
-        "--confirm", help="This signature was right")] = None,
-    fixed_by: Annotated[str | None, typer.Option(
-        "--fixed-by",
-        help="The fix that worked: its number in the signature's list, or text")] = None,
-    signature: Annotated[str | None, typer.Option(
-        "--signature", help="With --fixed-by: the signature (default: the run's top one)")] = None,
+    wrong: Annotated[
+        str | None, typer.Option("--wrong", help="This signature was a wrong diagnosis")
+    ] = None,
+    confirm: Annotated[
+        str | None, typer.Option("--confirm", help="This signature was right")
+    ] = None,
+    fixed_by: Annotated[
+        str | None,
+        typer.Option(
+            "--fixed-by", help="The fix that worked: its number in the signature's list, or text"
+        ),
+    ] = None,
+    signature: Annotated[
+        str | None,
+        typer.Option(
+            "--signature", help="With --fixed-by: the signature (default: the run's top one)"
+        ),
+    ] = None,
     note: Annotated[str | None, typer.Option("--note", help="Free text")] = None,
     db: DbOption = None,
 ) -> None:
@@ -350,8 +448,9 @@ def feedback(
     """
     chosen = [x for x in (wrong, confirm, fixed_by) if x]
     if len(chosen) != 1:
-        raise HistoryError("give exactly one of --wrong SIGNATURE, --confirm SIGNATURE, "
-                           "--fixed-by FIX")
+        raise HistoryError(
+            "give exactly one of --wrong SIGNATURE, --confirm SIGNATURE, --fixed-by FIX"
+        )
     try:
         user: str | None = getpass.getuser()
     except Exception:  # no login name (containers): recorded without one

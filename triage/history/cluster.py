@@ -32,31 +32,52 @@ def similarity(a: str, b: str) -> float:
 def assign(conn: sqlite3.Connection, template: str, ts: float) -> int:
     """The cluster id for a fingerprint template, creating or extending a cluster (call it inside
     a write transaction)."""
-    row = conn.execute("SELECT cluster FROM cluster_templates WHERE template = ?",
-                       (template,)).fetchone()
+    row = conn.execute(
+        "SELECT cluster FROM cluster_templates WHERE template = ?", (template,)
+    ).fetchone()
     if row is not None:
         cluster = int(row[0])
-        conn.execute("UPDATE clusters SET last_ts = max(last_ts, ?), first_ts = min(first_ts, ?) "
-                     "WHERE id = ?", (ts, ts, cluster))
+        conn.execute(
+            "UPDATE clusters SET last_ts = max(last_ts, ?), first_ts = min(first_ts, ?) "
+            "WHERE id = ?",
+            (ts, ts, cluster),
+        )
         return cluster
     exc = exception_class(template)
     candidates = conn.execute(
         "SELECT t.template, t.cluster FROM cluster_templates t JOIN clusters c ON c.id = t.cluster "
-        "WHERE c.exception = ?", (exc,)).fetchall()
-    best = process.extractOne(template, {i: t for i, (t, _) in enumerate(candidates)},
-                              scorer=fuzz.ratio, score_cutoff=SIMILARITY) if candidates else None
+        "WHERE c.exception = ?",
+        (exc,),
+    ).fetchall()
+    best = (
+        process.extractOne(
+            template,
+            {i: t for i, (t, _) in enumerate(candidates)},
+            scorer=fuzz.ratio,
+            score_cutoff=SIMILARITY,
+        )
+        if candidates
+        else None
+    )
     if best is not None:
         _, score, index = best
         cluster = int(candidates[index][1])
-        conn.execute("UPDATE clusters SET last_ts = max(last_ts, ?), first_ts = min(first_ts, ?) "
-                     "WHERE id = ?", (ts, ts, cluster))
+        conn.execute(
+            "UPDATE clusters SET last_ts = max(last_ts, ?), first_ts = min(first_ts, ?) "
+            "WHERE id = ?",
+            (ts, ts, cluster),
+        )
     else:
         score = 100.0
-        cur = conn.execute("INSERT INTO clusters (template, exception, first_ts, last_ts) "
-                           "VALUES (?, ?, ?, ?)", (template, exc, ts, ts))
+        cur = conn.execute(
+            "INSERT INTO clusters (template, exception, first_ts, last_ts) VALUES (?, ?, ?, ?)",
+            (template, exc, ts, ts),
+        )
         cluster = int(cur.lastrowid or 0)
-    conn.execute("INSERT INTO cluster_templates (template, cluster, similarity) VALUES (?, ?, ?)",
-                 (template, cluster, float(score)))
+    conn.execute(
+        "INSERT INTO cluster_templates (template, cluster, similarity) VALUES (?, ?, ?)",
+        (template, cluster, float(score)),
+    )
     return cluster
 
 

@@ -46,7 +46,7 @@ def pattern_text(template: str) -> str:
     text = _NCCL_PREFIX_RE.sub("", template)
     found = _EXCEPTION_RE.search(text)
     if found and found.start() < len(text) // 2:
-        text = text[found.start():]
+        text = text[found.start() :]
     if len(text) > MAX_PATTERN_CHARS:
         cut = text.rfind(" ", 0, MAX_PATTERN_CHARS)
         text = text[: cut if cut > 40 else MAX_PATTERN_CHARS]
@@ -60,7 +60,7 @@ def template_regex(template: str, *, flexible_spaces: bool = False) -> str:
     pos = 0
     space = r"\s+" if flexible_spaces else " "
     for found in _PLACEHOLDER_RE.finditer(template):
-        out.append(_escape(template[pos:found.start()]).replace(" ", space))
+        out.append(_escape(template[pos : found.start()]).replace(" ", space))
         out.append(PLACEHOLDER_REGEX[found.group(1)])
         pos = found.end()
     out.append(_escape(template[pos:]).replace(" ", space))
@@ -116,16 +116,21 @@ def _near_miss(regex: str, line: str) -> str | None:
     return cut if cut and not _fires(regex, cut) else None
 
 
-def draft_cluster(conn: sqlite3.Connection, cluster_id: int,
-                  signatures: Sequence[Signature] = ()) -> Draft:
+def draft_cluster(
+    conn: sqlite3.Connection, cluster_id: int, signatures: Sequence[Signature] = ()
+) -> Draft:
     """The YAML skeleton for one cluster (see the module docstring)."""
     detail = cluster_detail(conn, cluster_id)
     patterns: list[str] = []
     examples: list[str] = []
     for template, _, _ in detail.templates:
-        lines = [t for (t,) in conn.execute(
-            "SELECT text FROM unknown_lines WHERE cluster = ? AND fingerprint = ? ORDER BY id",
-            (cluster_id, template))]
+        lines = [
+            t
+            for (t,) in conn.execute(
+                "SELECT text FROM unknown_lines WHERE cluster = ? AND fingerprint = ? ORDER BY id",
+                (cluster_id, template),
+            )
+        ]
         lines = list(dict.fromkeys(lines)) or [detail.row.example]
         body = pattern_text(template)
         regex = template_regex(body)
@@ -156,7 +161,8 @@ def _provenance(detail: ClusterDetail, conn: sqlite3.Connection, cluster_id: int
     parts = []
     for number, run_id, ts, host, version in detail.runs[:5]:
         inputs = conn.execute(
-            "SELECT name, digest FROM inputs WHERE run = ? ORDER BY rowid LIMIT 2", (number,),
+            "SELECT name, digest FROM inputs WHERE run = ? ORDER BY rowid LIMIT 2",
+            (number,),
         ).fetchall()
         names = ", ".join(f"{n}@{d}" if d else n for n, d in inputs)
         bits = [f"run {number}", when(ts) + " UTC"]
@@ -166,16 +172,28 @@ def _provenance(detail: ClusterDetail, conn: sqlite3.Connection, cluster_id: int
         bits += [names] if names else []
         parts.append(" ".join(bits[:1]) + " (" + "; ".join(bits[1:]) + ")")
     more = f" and {len(detail.runs) - 5} more" if len(detail.runs) > 5 else ""
-    return (f"unrecognized cluster {cluster_id} of the triage history, "
-            f"{detail.row.lines} lines in {detail.row.runs} runs: " + ", ".join(parts) + more)
+    return (
+        f"unrecognized cluster {cluster_id} of the triage history, "
+        f"{detail.row.lines} lines in {detail.row.runs} runs: " + ", ".join(parts) + more
+    )
 
 
-def render(detail: ClusterDetail, sig_id: str, patterns: list[str], examples: list[str],
-           near: str | None, related: list[str], cluster_id: int, conn: sqlite3.Connection) -> str:
+def render(
+    detail: ClusterDetail,
+    sig_id: str,
+    patterns: list[str],
+    examples: list[str],
+    near: str | None,
+    related: list[str],
+    cluster_id: int,
+    conn: sqlite3.Connection,
+) -> str:
     row = detail.row
     hosts = f" on {len(row.hosts)} host(s)" if row.hosts else ""
-    summary = (f"Unrecognized failure drafted from triage history cluster {cluster_id} "
-               f"({row.lines} lines in {row.runs} runs{hosts}): {pattern_text(row.template)[:200]}")
+    summary = (
+        f"Unrecognized failure drafted from triage history cluster {cluster_id} "
+        f"({row.lines} lines in {row.runs} runs{hosts}): {pattern_text(row.template)[:200]}"
+    )
     out = [
         f"# Drafted by `triage draft {cluster_id}` from an unrecognized cluster: {row.lines} "
         "lines in",

@@ -31,8 +31,9 @@ def parse_since(text: str | None, now: float | None = None) -> float | None:
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise HistoryError(f"--since {text!r}: give a duration like 30d, 12h, 2w or a date "
-                           "like 2025-01-31") from None
+        raise HistoryError(
+            f"--since {text!r}: give a duration like 30d, 12h, 2w or a date like 2025-01-31"
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
@@ -66,8 +67,14 @@ class RunRow:
     unknown: int = 0
 
 
-def list_runs(conn: sqlite3.Connection, *, limit: int = 20, since: float | None = None,
-              signature: str | None = None, host: str | None = None) -> list[RunRow]:
+def list_runs(
+    conn: sqlite3.Connection,
+    *,
+    limit: int = 20,
+    since: float | None = None,
+    signature: str | None = None,
+    host: str | None = None,
+) -> list[RunRow]:
     where: list[str] = ["1 = 1"]
     args: list[object] = []
     if since is not None:
@@ -81,21 +88,37 @@ def list_runs(conn: sqlite3.Connection, *, limit: int = 20, since: float | None 
         args.append(signature)
     rows = conn.execute(
         "SELECT r.id, r.run_id, r.ts, r.host, r.engine_version, r.gpu, r.failed FROM runs r "
-        f"WHERE {' AND '.join(where)} ORDER BY r.ts DESC, r.id DESC LIMIT ?", (*args, limit),
+        f"WHERE {' AND '.join(where)} ORDER BY r.ts DESC, r.id DESC LIMIT ?",
+        (*args, limit),
     ).fetchall()
-    out = [RunRow(number=int(r[0]), run_id=r[1], ts=float(r[2]), host=r[3], engine_version=r[4],
-                  gpu=r[5], failed=bool(r[6])) for r in rows]
+    out = [
+        RunRow(
+            number=int(r[0]),
+            run_id=r[1],
+            ts=float(r[2]),
+            host=r[3],
+            engine_version=r[4],
+            gpu=r[5],
+            failed=bool(r[6]),
+        )
+        for r in rows
+    ]
     by_id = {r.number: r for r in out}
     if by_id:
         ids = list(by_id)
-        for run, name in conn.execute(f"SELECT run, name FROM inputs WHERE run IN ({_in(ids)}) "
-                                      "ORDER BY rowid", ids):
+        for run, name in conn.execute(
+            f"SELECT run, name FROM inputs WHERE run IN ({_in(ids)}) ORDER BY rowid", ids
+        ):
             by_id[run].inputs.append(name)
-        for run, sig in conn.execute(f"SELECT run, signature FROM hits WHERE run IN ({_in(ids)}) "
-                                     "AND explained_by IS NULL ORDER BY run, rank", ids):
+        for run, sig in conn.execute(
+            f"SELECT run, signature FROM hits WHERE run IN ({_in(ids)}) "
+            "AND explained_by IS NULL ORDER BY run, rank",
+            ids,
+        ):
             by_id[run].signatures.append(sig)
-        for run, n in conn.execute(f"SELECT run, count(*) FROM unknown_lines WHERE run IN "
-                                   f"({_in(ids)}) GROUP BY run", ids):
+        for run, n in conn.execute(
+            f"SELECT run, count(*) FROM unknown_lines WHERE run IN ({_in(ids)}) GROUP BY run", ids
+        ):
             by_id[run].unknown = n
     return out
 
@@ -107,8 +130,9 @@ def find_run(conn: sqlite3.Connection, ref: str) -> int:
         row = conn.execute("SELECT id FROM runs WHERE id = ?", (int(ref),)).fetchone()
         if row:
             return int(row[0])
-    row = conn.execute("SELECT id FROM runs WHERE run_id = ? ORDER BY ts DESC, id DESC LIMIT 1",
-                       (ref,)).fetchone()
+    row = conn.execute(
+        "SELECT id FROM runs WHERE run_id = ? ORDER BY ts DESC, id DESC LIMIT 1", (ref,)
+    ).fetchone()
     if row:
         return int(row[0])
     raise HistoryError(f"no run {ref!r} in the history (see `triage history`)")
@@ -128,8 +152,9 @@ class SignatureStats:
     versions: Counter[str] = field(default_factory=Counter)
 
 
-def signature_stats(conn: sqlite3.Connection, *, since: float | None = None,
-                    signatures: Iterable[str] | None = None) -> list[SignatureStats]:
+def signature_stats(
+    conn: sqlite3.Connection, *, since: float | None = None, signatures: Iterable[str] | None = None
+) -> list[SignatureStats]:
     """Per signature: runs it fired in (top-level or explained), first and last seen, hosts and
     engine versions."""
     where: list[str] = ["r.ts >= ?"]
@@ -142,7 +167,8 @@ def signature_stats(conn: sqlite3.Connection, *, since: float | None = None,
         args.extend(wanted)
     rows = conn.execute(
         "SELECT DISTINCT h.signature, r.id, r.ts, r.host, r.engine_version FROM hits h "
-        f"JOIN runs r ON r.id = h.run WHERE {' AND '.join(where)} ORDER BY r.ts, r.id", args,
+        f"JOIN runs r ON r.id = h.run WHERE {' AND '.join(where)} ORDER BY r.ts, r.id",
+        args,
     ).fetchall()
     stats: dict[str, SignatureStats] = {}
     seen: set[tuple[str, int]] = set()
@@ -160,36 +186,45 @@ def signature_stats(conn: sqlite3.Connection, *, since: float | None = None,
     return sorted(stats.values(), key=lambda s: (-s.runs, -s.last_ts, s.signature))
 
 
-def breakdown(conn: sqlite3.Connection, column: str, *,
-              since: float | None = None) -> list[tuple[str, int, int]]:
+def breakdown(
+    conn: sqlite3.Connection, column: str, *, since: float | None = None
+) -> list[tuple[str, int, int]]:
     """(value, runs, runs with a diagnosis) per host or per engine version."""
     if column not in ("host", "engine_version"):
         raise ValueError(column)
     rows = conn.execute(
         f"SELECT coalesce(r.{column}, 'unknown'), count(*), "
         "sum(EXISTS (SELECT 1 FROM hits h WHERE h.run = r.id)) FROM runs r WHERE r.ts >= ? "
-        "GROUP BY 1 ORDER BY 2 DESC, 1", (since if since is not None else float("-inf"),),
+        "GROUP BY 1 ORDER BY 2 DESC, 1",
+        (since if since is not None else float("-inf"),),
     ).fetchall()
     return [(str(a), int(b), int(c or 0)) for a, b, c in rows]
 
 
-def weekly_counts(conn: sqlite3.Connection, signature: str, weeks: int,
-                  now: float | None = None) -> list[int]:
+def weekly_counts(
+    conn: sqlite3.Connection, signature: str, weeks: int, now: float | None = None
+) -> list[int]:
     """Runs the signature fired in, per week, oldest first (for a sparkline)."""
     now = time.time() if now is None else now
     start = now - weeks * 7 * 86400
     counts = [0] * weeks
     for (ts,) in conn.execute(
         "SELECT r.ts FROM runs r WHERE r.ts >= ? AND EXISTS (SELECT 1 FROM hits h WHERE "
-        "h.run = r.id AND h.signature = ?)", (start, signature),
+        "h.run = r.id AND h.signature = ?)",
+        (start, signature),
     ):
         index = min(weeks - 1, int((ts - start) // (7 * 86400)))
         counts[index] += 1
     return counts
 
 
-def seen_summary(db_path: Path | str | None, signature_ids: Iterable[str], days: int = 30,
-                 *, now: float | None = None) -> dict[str, str]:
+def seen_summary(
+    db_path: Path | str | None,
+    signature_ids: Iterable[str],
+    days: int = 30,
+    *,
+    now: float | None = None,
+) -> dict[str, str]:
     """{'kv-cache-no-memory': 'seen 14 times in the last 30 days, last on host gpu-3'}.
 
     Signatures not seen in the window are left out; a missing database gives {}.
@@ -226,8 +261,13 @@ class ClusterRow:
     run_numbers: list[int] = field(default_factory=list)
 
 
-def list_clusters(conn: sqlite3.Connection, *, since: float | None = None, limit: int = 30,
-                  cluster_id: int | None = None) -> list[ClusterRow]:
+def list_clusters(
+    conn: sqlite3.Connection,
+    *,
+    since: float | None = None,
+    limit: int = 30,
+    cluster_id: int | None = None,
+) -> list[ClusterRow]:
     """Clusters by size (runs, then lines) and recency, each with its runs and an example line
     (the shortest: wrappers such as Ray's process prefix make lines longer, not clearer)."""
     where: list[str] = ["r.ts >= ?"]
@@ -248,7 +288,8 @@ def list_clusters(conn: sqlite3.Connection, *, since: float | None = None, limit
     for row in out:
         for run, host in conn.execute(
             "SELECT DISTINCT r.id, r.host FROM unknown_lines u JOIN runs r ON r.id = u.run "
-            "WHERE u.cluster = ? ORDER BY r.id", (row.id,),
+            "WHERE u.cluster = ? ORDER BY r.id",
+            (row.id,),
         ):
             row.run_numbers.append(int(run))
             if host and host not in row.hosts:
@@ -270,17 +311,29 @@ def cluster_detail(conn: sqlite3.Connection, cluster_id: int) -> ClusterDetail:
     if not rows:
         raise HistoryError(f"no cluster {cluster_id} (see `triage unknown`)")
     templates = [
-        (t, float(s), int(n or 0)) for t, s, n in conn.execute(
+        (t, float(s), int(n or 0))
+        for t, s, n in conn.execute(
             "SELECT t.template, t.similarity, (SELECT sum(u.count) FROM unknown_lines u "
             "WHERE u.cluster = t.cluster AND u.fingerprint = t.template) "
-            "FROM cluster_templates t WHERE t.cluster = ? ORDER BY 3 DESC, t.rowid", (cluster_id,))
+            "FROM cluster_templates t WHERE t.cluster = ? ORDER BY 3 DESC, t.rowid",
+            (cluster_id,),
+        )
     ]
-    lines = [(int(a), b, c, d, int(e)) for a, b, c, d, e in conn.execute(
-        "SELECT run, text, input, line, count FROM unknown_lines WHERE cluster = ? ORDER BY id",
-        (cluster_id,))]
-    runs = [(int(a), b, float(c), d, e) for a, b, c, d, e in conn.execute(
-        "SELECT DISTINCT r.id, r.run_id, r.ts, r.host, r.engine_version FROM unknown_lines u "
-        "JOIN runs r ON r.id = u.run WHERE u.cluster = ? ORDER BY r.id", (cluster_id,))]
+    lines = [
+        (int(a), b, c, d, int(e))
+        for a, b, c, d, e in conn.execute(
+            "SELECT run, text, input, line, count FROM unknown_lines WHERE cluster = ? ORDER BY id",
+            (cluster_id,),
+        )
+    ]
+    runs = [
+        (int(a), b, float(c), d, e)
+        for a, b, c, d, e in conn.execute(
+            "SELECT DISTINCT r.id, r.run_id, r.ts, r.host, r.engine_version FROM unknown_lines u "
+            "JOIN runs r ON r.id = u.run WHERE u.cluster = ? ORDER BY r.id",
+            (cluster_id,),
+        )
+    ]
     return ClusterDetail(rows[0], templates, lines, runs)
 
 
@@ -300,24 +353,45 @@ class Precision:
         return self.confirmed / total if total else None
 
 
-def add_feedback(conn: sqlite3.Connection, run: int, signature: str, verdict: str, *,
-                 fix: str | None = None, note: str | None = None, user: str | None = None,
-                 at: float | None = None) -> int:
+def add_feedback(
+    conn: sqlite3.Connection,
+    run: int,
+    signature: str,
+    verdict: str,
+    *,
+    fix: str | None = None,
+    note: str | None = None,
+    user: str | None = None,
+    at: float | None = None,
+) -> int:
     if verdict not in ("confirm", "wrong"):
         raise ValueError(verdict)
     with write(conn):
         cur = conn.execute(
             "INSERT INTO feedback (run, signature, verdict, fix, note, ts, user) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (run, safe_text(signature, 200), verdict, safe_text(fix, 2000) if fix else None,
-             safe_text(note, 2000) if note else None, time.time() if at is None else at, user))
+            (
+                run,
+                safe_text(signature, 200),
+                verdict,
+                safe_text(fix, 2000) if fix else None,
+                safe_text(note, 2000) if note else None,
+                time.time() if at is None else at,
+                user,
+            ),
+        )
         return int(cur.lastrowid or 0)
 
 
 def run_signatures(conn: sqlite3.Connection, run: int) -> list[str]:
     """The signatures a run reported, rank order, top-level first."""
-    return [s for (s,) in conn.execute(
-        "SELECT signature FROM hits WHERE run = ? ORDER BY rank, explained_by IS NOT NULL", (run,))]
+    return [
+        s
+        for (s,) in conn.execute(
+            "SELECT signature FROM hits WHERE run = ? ORDER BY rank, explained_by IS NOT NULL",
+            (run,),
+        )
+    ]
 
 
 def precision(conn: sqlite3.Connection) -> dict[str, Precision]:
@@ -329,7 +403,8 @@ def precision(conn: sqlite3.Connection) -> dict[str, Precision]:
     rows = conn.execute(
         "SELECT f.signature, f.verdict, EXISTS (SELECT 1 FROM hits h WHERE h.run = f.run AND "
         "h.signature = f.signature) FROM feedback f WHERE f.id IN "
-        "(SELECT max(id) FROM feedback GROUP BY run, signature)").fetchall()
+        "(SELECT max(id) FROM feedback GROUP BY run, signature)"
+    ).fetchall()
     out: dict[str, Precision] = {}
     for sig, verdict, fired in rows:
         p = out.setdefault(sig, Precision(sig, 0, 0))
@@ -351,7 +426,8 @@ def fired_counts(db_path: Path | str | None) -> dict[str, tuple[int, float]] | N
         try:
             rows = conn.execute(
                 "SELECT h.signature, count(DISTINCT h.run), max(r.ts) FROM hits h "
-                "JOIN runs r ON r.id = h.run GROUP BY h.signature").fetchall()
+                "JOIN runs r ON r.id = h.run GROUP BY h.signature"
+            ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise damaged(path, exc) from None
     return {s: (int(n), float(t)) for s, n, t in rows}

@@ -26,9 +26,16 @@ def engine_version(facts: dict[str, Any]) -> str | None:
     return None
 
 
-def record_run(report: Report, db_path: Path | str | None = None, run_id: str | None = None,
-               host: str | None = None, *, at: float | None = None, kb_digest: str | None = None,
-               conn: sqlite3.Connection | None = None) -> int:
+def record_run(
+    report: Report,
+    db_path: Path | str | None = None,
+    run_id: str | None = None,
+    host: str | None = None,
+    *,
+    at: float | None = None,
+    kb_digest: str | None = None,
+    conn: sqlite3.Connection | None = None,
+) -> int:
     """Store a report: inputs, facts, hypotheses (rank, score), unrecognized lines (clustered).
 
     Returns the run's number (what `triage feedback RUN` takes). `host` defaults to this machine.
@@ -44,43 +51,65 @@ def record_run(report: Report, db_path: Path | str | None = None, run_id: str | 
             raise damaged(path, exc) from None
 
 
-def _record(conn: sqlite3.Connection, report: Report, run_id: str | None, host: str | None,
-            at: float | None, kb_digest: str | None) -> int:
+def _record(
+    conn: sqlite3.Connection,
+    report: Report,
+    run_id: str | None,
+    host: str | None,
+    at: float | None,
+    kb_digest: str | None,
+) -> int:
     from triage import __version__
 
     ts = time.time() if at is None else at
     facts = report.facts or {}
-    facts_json = safe_text(json.dumps(facts, default=str, ensure_ascii=False, sort_keys=True),
-                           limit=200_000)
+    facts_json = safe_text(
+        json.dumps(facts, default=str, ensure_ascii=False, sort_keys=True), limit=200_000
+    )
     gpu = facts.get("gpu")
     row = (
-        safe_text(run_id, 200) if run_id else None, ts,
+        safe_text(run_id, 200) if run_id else None,
+        ts,
         safe_text(host or os.environ.get("TRIAGE_HOST") or socket.gethostname(), 200),
-        safe_text(socket.gethostname(), 200), __version__, kb_digest, report.engine,
-        engine_version(facts), safe_text(str(gpu), 200) if gpu else None, facts_json,
+        safe_text(socket.gethostname(), 200),
+        __version__,
+        kb_digest,
+        report.engine,
+        engine_version(facts),
+        safe_text(str(gpu), 200) if gpu else None,
+        facts_json,
         int(report.failed),
     )
     with write(conn):
         cur = conn.execute(
             "INSERT INTO runs (run_id, ts, host, recorded_on, triage_version, kb_digest, scanner, "
-            "engine_version, gpu, facts, failed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            "engine_version, gpu, facts, failed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
         run = int(cur.lastrowid or 0)
         conn.executemany(
             "INSERT INTO inputs (run, name, digest, lines, bytes, format) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            [(run, safe_text(i.name, 1000), i.digest, i.lines, i.bytes, i.format)
-             for i in report.inputs])
+            [
+                (run, safe_text(i.name, 1000), i.digest, i.lines, i.bytes, i.format)
+                for i in report.inputs
+            ],
+        )
         hits: list[tuple[int, str, int, float | None, str | None, str | None]] = []
         for h in report.hypotheses:
             hits.append((run, h.signature, h.rank, h.score, h.severity, None))
             hits.extend((run, e.signature, h.rank, None, None, h.signature) for e in h.explains)
-        conn.executemany("INSERT INTO hits (run, signature, rank, score, severity, explained_by) "
-                         "VALUES (?, ?, ?, ?, ?, ?)", hits)
+        conn.executemany(
+            "INSERT INTO hits (run, signature, rank, score, severity, explained_by) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            hits,
+        )
         for u in report.unrecognized:
             template = safe_text(u.fingerprint, 1000)
             cid = cluster.assign(conn, template, ts)
             conn.execute(
                 "INSERT INTO unknown_lines (run, cluster, fingerprint, text, input, line, count) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run, cid, template, safe_text(u.text), safe_text(u.input, 1000), u.line, u.count))
+                (run, cid, template, safe_text(u.text), safe_text(u.input, 1000), u.line, u.count),
+            )
     return run

@@ -125,8 +125,10 @@ def resolve(db_path: Path | str | None) -> Path:
 
 
 def way_out(path: Path) -> str:
-    return (f"move it aside (mv '{path}' '{path}.bad') or choose another file with --db PATH "
-            "/ TRIAGE_DB")
+    return (
+        f"move it aside (mv '{path}' '{path}.bad') or choose another file with --db PATH "
+        "/ TRIAGE_DB"
+    )
 
 
 def _precheck(path: Path) -> None:
@@ -176,10 +178,12 @@ def damaged(path: Path, exc: BaseException) -> HistoryError:
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return HistoryError(f"history database {path} is busy ({exc}); try again")
     if "file is not a database" in str(exc):
-        return HistoryError(f"{path} is not an SQLite database (not a triage history): "
-                            f"{way_out(path)}")
-    return HistoryError(f"history database {path} is damaged or unreadable ({exc}): "
-                        f"{way_out(path)}")
+        return HistoryError(
+            f"{path} is not an SQLite database (not a triage history): {way_out(path)}"
+        )
+    return HistoryError(
+        f"history database {path} is damaged or unreadable ({exc}): {way_out(path)}"
+    )
 
 
 def _foreign(path: Path) -> HistoryError:
@@ -191,9 +195,11 @@ def _identify(conn: sqlite3.Connection, path: Path) -> None:
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if app_id == APPLICATION_ID and version > SCHEMA_VERSION:
-        raise HistoryError(f"history database {path} was written by a newer triage "
-                           f"(schema {version} > {SCHEMA_VERSION}): upgrade triage or use "
-                           "--db PATH")
+        raise HistoryError(
+            f"history database {path} was written by a newer triage "
+            f"(schema {version} > {SCHEMA_VERSION}): upgrade triage or use "
+            "--db PATH"
+        )
     if app_id == 0:
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if tables:
@@ -232,8 +238,9 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 @contextlib.contextmanager
-def opened(db_path: Path | str | None = None, *,
-           create: bool = True) -> Iterator[sqlite3.Connection]:
+def opened(
+    db_path: Path | str | None = None, *, create: bool = True
+) -> Iterator[sqlite3.Connection]:
     """`connect()` as a context manager that closes the connection and turns SQLite errors into
     `HistoryError` (damaged file, busy, ...)."""
     path = resolve(db_path)

@@ -23,7 +23,7 @@ def kb_lint(
     root: Annotated[Path | None, typer.Argument(help="Signature directory")] = None,
     fast: Annotated[bool, typer.Option("--fast", help="Skip the adversarial timing check")] = False,
 ) -> None:
-    """Check every signature: schema, portable regexes, linear time, examples, generic patterns, overlaps."""
+    """Check every signature: schema, portable regexes, linear time, examples, overlaps."""
     from triage.kb.lint import lint
 
     issues = lint(root, timing=not fast)
@@ -38,7 +38,7 @@ def kb_eval(
     corpus: Annotated[Path, typer.Argument(help="Corpus directory")] = Path("corpus"),
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every miss")] = False,
 ) -> None:
-    """Measure quality on a corpus: top-1 with evidence on the expected line, top-3, silence, false alarms."""
+    """Measure quality on a corpus: top-1 with the line, top-3, silence, false alarms."""
     from triage.evaluate import evaluate, format_eval
 
     result = evaluate(corpus)

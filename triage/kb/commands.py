@@ -32,16 +32,22 @@ class Output(StrEnum):
 
 
 def _app(help_text: str) -> typer.Typer:
-    return typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=help_text,
-                       context_settings={"help_option_names": ["-h", "--help"]})
+    return typer.Typer(
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        help=help_text,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
 
 
 build_app = _app("Compile signatures/ into the SQLite knowledge base (atomic; full-text index).")
 search_app = _app("Full-text search of the knowledge base, with a fuzzy fallback for pasted lines.")
-show_app = _app("Show one signature: summary, patterns, differential, fixes, examples, "
-                "how often it fired.")
-stats_app = _app("Knowledge base counts: layer, status, severity, fix confidence, never fired, "
-                 "precision.")
+show_app = _app(
+    "Show one signature: summary, patterns, differential, fixes, examples, how often it fired."
+)
+stats_app = _app(
+    "Knowledge base counts: layer, status, severity, fix confidence, never fired, precision."
+)
 
 APPS: dict[str, typer.Typer] = {
     "build": build_app,
@@ -50,12 +56,22 @@ APPS: dict[str, typer.Typer] = {
     "stats": stats_app,
 }
 
-SignaturesOption = Annotated[Path | None, typer.Option(
-    "--signatures", help="Signature directory (default: the shipped knowledge base)")]
-KbOption = Annotated[Path | None, typer.Option(
-    "--kb", envvar="TRIAGE_KB", help="Compiled knowledge base file (default: user cache dir)")]
-DbOption = Annotated[Path | None, typer.Option(
-    "--db", envvar="TRIAGE_DB", help="History database, for fire counts and precision")]
+SignaturesOption = Annotated[
+    Path | None,
+    typer.Option("--signatures", help="Signature directory (default: the shipped knowledge base)"),
+]
+KbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kb", envvar="TRIAGE_KB", help="Compiled knowledge base file (default: user cache dir)"
+    ),
+]
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db", envvar="TRIAGE_DB", help="History database, for fire counts and precision"
+    ),
+]
 FormatOption = Annotated[Output, typer.Option("--format", "-f", help="text or json")]
 
 
@@ -82,8 +98,10 @@ def open_kb(signatures: Path | None, kb: Path | None) -> sqlite3.Connection:
         try:
             store.build(root, path)
         except (store.StoreError, sqlite3.Error, OSError) as exc:
-            raise _fail(f"cannot build the knowledge base at {path}: {exc} "
-                        "(pass --kb PATH or set TRIAGE_CACHE_DIR to a writable place)") from None
+            raise _fail(
+                f"cannot build the knowledge base at {path}: {exc} "
+                "(pass --kb PATH or set TRIAGE_CACHE_DIR to a writable place)"
+            ) from None
         conn = store.open_current(root, path)
         if conn is None:
             raise _fail(f"{path}: the compiled knowledge base is not readable after a build")
@@ -114,9 +132,11 @@ def build(
         result = store.build(root, path)
     except (store.StoreError, sqlite3.Error, OSError) as exc:
         raise _fail(f"cannot build {path}: {exc}") from None
-    typer.echo(f"{result.path}: {len(result.signatures)} signatures compiled in "
-               f"{result.seconds:.2f}s" + (f", {len(result.errors)} file error(s) "
-                                           "(see `triage kb lint`)" if result.errors else ""))
+    typer.echo(
+        f"{result.path}: {len(result.signatures)} signatures compiled in "
+        f"{result.seconds:.2f}s"
+        + (f", {len(result.errors)} file error(s) (see `triage kb lint`)" if result.errors else "")
+    )
 
 
 # -- kb search -----------------------------------------------------------------------------------
@@ -150,12 +170,15 @@ def search_fts(conn: sqlite3.Connection, text: str, limit: int = 10) -> list[Fou
     rows = conn.execute(
         f"SELECT s.id, s.title, s.layer, bm25(signatures_fts, {weights}) AS score "
         "FROM signatures_fts JOIN signatures s ON s.rowid = signatures_fts.rowid "
-        "WHERE signatures_fts MATCH ? ORDER BY score LIMIT ?", (q, limit)).fetchall()
+        "WHERE signatures_fts MATCH ? ORDER BY score LIMIT ?",
+        (q, limit),
+    ).fetchall()
     return [Found(i, t, ly, -float(sc), "full text") for i, t, ly, sc in rows]
 
 
-def closest_known(signatures: Sequence[Signature], text: str, limit: int = 3,
-                  cutoff: float = 65.0) -> list[tuple[Signature, float, str]]:
+def closest_known(
+    signatures: Sequence[Signature], text: str, limit: int = 3, cutoff: float = 65.0
+) -> list[tuple[Signature, float, str]]:
     """Known signatures closest to a line: rapidfuzz token-set similarity of masked texts (numbers,
     paths, addresses masked on both sides) over titles and example lines. Best first."""
     from rapidfuzz import fuzz, process, utils
@@ -169,9 +192,14 @@ def closest_known(signatures: Sequence[Signature], text: str, limit: int = 3,
             choices.append(mask(candidate))
             owners.append((sig, candidate))
     best: dict[str, tuple[Signature, float, str]] = {}
-    for _, score, index in process.extract(mask(text), choices, scorer=fuzz.token_set_ratio,
-                                           processor=utils.default_process, limit=limit * 10,
-                                           score_cutoff=cutoff):
+    for _, score, index in process.extract(
+        mask(text),
+        choices,
+        scorer=fuzz.token_set_ratio,
+        processor=utils.default_process,
+        limit=limit * 10,
+        score_cutoff=cutoff,
+    ):
         sig, candidate = owners[index]
         if sig.id not in best or best[sig.id][1] < score:
             best[sig.id] = (sig, float(score), candidate)
@@ -184,8 +212,10 @@ def search_fuzzy(conn: sqlite3.Connection, text: str, limit: int = 5) -> list[Fo
     from triage.kb.lint import line_fires
 
     sigs = store.read_signatures(conn)
-    similar = {sig.id: (score, candidate)
-               for sig, score, candidate in closest_known(sigs, text, limit=len(sigs), cutoff=0.0)}
+    similar = {
+        sig.id: (score, candidate)
+        for sig, score, candidate in closest_known(sigs, text, limit=len(sigs), cutoff=0.0)
+    }
     out: list[Found] = []
     for sig in sigs:
         score, candidate = similar.get(sig.id, (0.0, ""))
@@ -220,8 +250,17 @@ def search(
         if fuzzy:
             found = search_fuzzy(conn, text, limit=min(limit, 5))
     if format is Output.json:
-        sys.stdout.write(json.dumps({"query": text, "mode": "fuzzy" if fuzzy else "fts",
-                                     "results": [f.__dict__ for f in found]}, indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "query": text,
+                    "mode": "fuzzy" if fuzzy else "fts",
+                    "results": [f.__dict__ for f in found],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         raise typer.Exit(EXIT_OK if found else EXIT_FAILURE)
     if not found:
         typer.echo(f"no signature matches {neutralise(text)!r}")
@@ -240,8 +279,10 @@ def search(
 def _find(conn: sqlite3.Connection, ident: str) -> Signature | None:
     row = conn.execute("SELECT json FROM signatures WHERE id = ?", (ident,)).fetchone()
     if row is None:
-        row = conn.execute("SELECT s.json FROM aliases a JOIN signatures s ON s.id = a.id "
-                           "WHERE a.alias = ?", (ident,)).fetchone()
+        row = conn.execute(
+            "SELECT s.json FROM aliases a JOIN signatures s ON s.id = a.id WHERE a.alias = ?",
+            (ident,),
+        ).fetchone()
     return Signature.model_validate_json(row[0]) if row else None
 
 
@@ -263,20 +304,26 @@ def _history_line(db: Path | None, sig_id: str) -> str:
         line = "never fired in the recorded history"
     else:
         st = all_time[0]
-        line = (f"fired in {st.runs} run(s), first {query.when(st.first_ts)}, last "
-                f"{query.when(st.last_ts)} UTC on {len(st.hosts)} host(s)")
+        line = (
+            f"fired in {st.runs} run(s), first {query.when(st.first_ts)}, last "
+            f"{query.when(st.last_ts)} UTC on {len(st.hosts)} host(s)"
+        )
         if sig_id in recent:
             line += f"; {recent[sig_id]}"
     if prec and prec.value is not None:
-        line += (f"; feedback: {prec.confirmed} confirmed, {prec.wrong} wrong "
-                 f"({prec.value:.0%} precision)")
+        line += (
+            f"; feedback: {prec.confirmed} confirmed, {prec.wrong} wrong "
+            f"({prec.value:.0%} precision)"
+        )
     return line
 
 
 def render_signature(sig: Signature, fired: str) -> list[str]:
-    out = [f"{sig.id}: {sig.title}",
-           f"  layer {sig.layer} · kind {sig.kind} · severity {sig.severity} · status {sig.status} "
-           f"· priority {sig.priority}"]
+    out = [
+        f"{sig.id}: {sig.title}",
+        f"  layer {sig.layer} · kind {sig.kind} · severity {sig.severity} · status {sig.status} "
+        f"· priority {sig.priority}",
+    ]
     if sig.aliases:
         out.append(f"  aliases: {', '.join(sig.aliases)}")
     out += ["", *_wrap(sig.summary, "  ")]
@@ -286,11 +333,16 @@ def render_signature(sig: Signature, fired: str) -> list[str]:
     out += [f"  {p.role:<10} {p.regex}" for p in sig.match] or ["  (none: a knowledge entry)"]
     out += [f"  {'not':<10} {p.regex}" for p in sig.not_]
     if sig.explains or sig.related:
-        out += ["", f"explains: {', '.join(sig.explains) or '-'}   "
-                    f"related: {', '.join(sig.related) or '-'}"]
+        out += [
+            "",
+            f"explains: {', '.join(sig.explains) or '-'}   "
+            f"related: {', '.join(sig.related) or '-'}",
+        ]
     if sig.applies_to.versions or sig.applies_to.gpu_arch:
-        ranges = [f"{name} [{r.introduced or '0'}, {r.fixed or r.last_affected or '∞'})"
-                  for name, r in sig.applies_to.versions.items()]
+        ranges = [
+            f"{name} [{r.introduced or '0'}, {r.fixed or r.last_affected or '∞'})"
+            for name, r in sig.applies_to.versions.items()
+        ]
         out += ["", "applies to: " + ", ".join(ranges + sig.applies_to.gpu_arch)]
     if sig.differential:
         out += ["", "differential checks:"]
@@ -319,8 +371,12 @@ def render_signature(sig: Signature, fired: str) -> list[str]:
 def _wrap(text: str, first: str, rest: str | None = None, width: int = 100) -> list[str]:
     import textwrap
 
-    return textwrap.wrap(" ".join(text.split()), width=width, initial_indent=first,
-                         subsequent_indent=rest if rest is not None else first) or [first.rstrip()]
+    return textwrap.wrap(
+        " ".join(text.split()),
+        width=width,
+        initial_indent=first,
+        subsequent_indent=rest if rest is not None else first,
+    ) or [first.rstrip()]
 
 
 @show_app.command()
@@ -347,8 +403,14 @@ def show(
             raise _fail(f"no signature {signature!r}{hint} (try `triage kb search WORDS`)")
     fired = _history_line(db, sig.id)
     if format is Output.json:
-        sys.stdout.write(json.dumps({**sig.model_dump(by_alias=True, mode="json"), "fired": fired},
-                                    indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {**sig.model_dump(by_alias=True, mode="json"), "fired": fired},
+                indent=2,
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
         return
     for line in render_signature(sig, fired):
         typer.echo(line)
@@ -357,14 +419,24 @@ def show(
 # -- kb stats ------------------------------------------------------------------------------------
 
 
-def _counts(conn: sqlite3.Connection, column: str,
-            table: str = "signatures") -> list[tuple[str, int]]:
-    allowed = {("signatures", "layer"), ("signatures", "status"), ("signatures", "severity"),
-               ("signatures", "kind"), ("fixes", "confidence")}
+def _counts(
+    conn: sqlite3.Connection, column: str, table: str = "signatures"
+) -> list[tuple[str, int]]:
+    allowed = {
+        ("signatures", "layer"),
+        ("signatures", "status"),
+        ("signatures", "severity"),
+        ("signatures", "kind"),
+        ("fixes", "confidence"),
+    }
     if (table, column) not in allowed:
         raise ValueError(column)
-    return [(str(a), int(b)) for a, b in conn.execute(
-        f"SELECT {column}, count(*) FROM {table} GROUP BY 1 ORDER BY 2 DESC, 1")]
+    return [
+        (str(a), int(b))
+        for a, b in conn.execute(
+            f"SELECT {column}, count(*) FROM {table} GROUP BY 1 ORDER BY 2 DESC, 1"
+        )
+    ]
 
 
 @stats_app.command()
@@ -380,12 +452,19 @@ def stats(
 
     conn = open_kb(signatures, kb)
     with contextlib.closing(conn):
-        groups = {name: _counts(conn, col, table) for name, col, table in (
-            ("layer", "layer", "signatures"), ("kind", "kind", "signatures"),
-            ("status", "status", "signatures"), ("severity", "severity", "signatures"),
-            ("fix confidence", "confidence", "fixes"))}
-        ids = [(r[0], r[1]) for r in conn.execute(
-            "SELECT id, kind FROM signatures ORDER BY layer, id")]
+        groups = {
+            name: _counts(conn, col, table)
+            for name, col, table in (
+                ("layer", "layer", "signatures"),
+                ("kind", "kind", "signatures"),
+                ("status", "status", "signatures"),
+                ("severity", "severity", "signatures"),
+                ("fix confidence", "confidence", "fixes"),
+            )
+        }
+        ids = [
+            (r[0], r[1]) for r in conn.execute("SELECT id, kind FROM signatures ORDER BY layer, id")
+        ]
     total = len(ids)
     path = resolve(db)
     fired: dict[str, tuple[int, float]] | None = None
@@ -400,14 +479,27 @@ def stats(
         note = f"history unavailable: {exc}"
     never = [i for i, kind in ids if kind != "knowledge" and fired is not None and i not in fired]
     if format is Output.json:
-        sys.stdout.write(json.dumps({
-            "signatures": total, **{k.replace(" ", "_"): dict(v) for k, v in groups.items()},
-            "history": str(path) if fired is not None else None,
-            "never_fired": never if fired is not None else None,
-            "precision": {s: {"confirmed": p.confirmed, "wrong": p.wrong, "missed": p.missed,
-                              "precision": p.value}
-                          for s, p in sorted(prec.items())},
-        }, indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "signatures": total,
+                    **{k.replace(" ", "_"): dict(v) for k, v in groups.items()},
+                    "history": str(path) if fired is not None else None,
+                    "never_fired": never if fired is not None else None,
+                    "precision": {
+                        s: {
+                            "confirmed": p.confirmed,
+                            "wrong": p.wrong,
+                            "missed": p.missed,
+                            "precision": p.value,
+                        }
+                        for s, p in sorted(prec.items())
+                    },
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         return
     typer.echo(f"{total} signatures")
     for name, data in groups.items():
@@ -419,15 +511,20 @@ def stats(
         typer.echo(f"no history at {path}: fire counts and precision need recorded runs")
     else:
         top = sorted(fired.items(), key=lambda kv: -kv[1][0])[:10]
-        typer.echo(f"history {path}: {len(fired)} signature(s) fired; most often: " +
-                   (", ".join(f"{s} ({n})" for s, (n, _) in top) or "-"))
-        typer.echo(f"never fired ({len(never)} of {sum(1 for _, k in ids if k != 'knowledge')} "
-                   "with patterns):")
+        typer.echo(
+            f"history {path}: {len(fired)} signature(s) fired; most often: "
+            + (", ".join(f"{s} ({n})" for s, (n, _) in top) or "-")
+        )
+        typer.echo(
+            f"never fired ({len(never)} of {sum(1 for _, k in ids if k != 'knowledge')} "
+            "with patterns):"
+        )
         for line in _columns(never):
             typer.echo("  " + line)
         if prec:
-            typer.echo("\nprecision from feedback "
-                       "(confirmed / judged where it fired; misses apart):")
+            typer.echo(
+                "\nprecision from feedback (confirmed / judged where it fired; misses apart):"
+            )
             for s, p in sorted(prec.items(), key=lambda kv: (kv[1].value or 0, kv[0])):
                 share = f"{p.value:.0%}" if p.value is not None else "-"
                 missed = f"  missed {p.missed}" if p.missed else ""
@@ -441,6 +538,7 @@ def _columns(items: Sequence[str], width: int = 108) -> list[str]:
         return ["-"]
     col = max(len(i) for i in items) + 2
     per = max(1, width // col)
-    return ["".join(i.ljust(col) for i in items[k:k + per]).rstrip()
-            for k in range(0, len(items), per)]
-
+    return [
+        "".join(i.ljust(col) for i in items[k : k + per]).rstrip()
+        for k in range(0, len(items), per)
+    ]

@@ -16,8 +16,8 @@ from pathlib import Path
 import regex
 
 from triage.kb.load import LoadResult, load_signatures
-from triage.kb.schema import Signature
 from triage.kb.redos import redos_issues
+from triage.kb.schema import Signature
 from triage.regexes import compile_linear
 from triage.textutil import strip_ansi
 
@@ -80,7 +80,6 @@ _UNPORTABLE = (
 )
 
 
-
 @dataclass(frozen=True)
 class Issue:
     path: str
@@ -132,7 +131,7 @@ def check_syntax(sig: Signature, path: str) -> list[Issue]:
 
 def adversarial_inputs(pattern: str, size: int = 60_000) -> list[str]:
     """Strings built from the pattern's own literals, repeated, that almost-but-not-quite match."""
-    literals = [lit for lit in regex.findall(r"[A-Za-z_][A-Za-z0-9_ :.'=-]{2,}", pattern)] or ["a"]
+    literals = list(regex.findall(r"[A-Za-z_][A-Za-z0-9_ :.'=-]{2,}", pattern)) or ["a"]
     out = []
     for lit in literals[:3]:
         unit = lit + " "
@@ -215,25 +214,25 @@ def check_overlaps(result: LoadResult) -> list[Issue]:
     issues: list[Issue] = []
     sigs = [s for s in result.signatures if s.kind != "knowledge"]
     related: set[tuple[str, str]] = set()
-    for s in sigs:
-        for other in (*s.explains, *s.related):
-            related.add((s.id, other))
-            related.add((other, s.id))
-    for s in sigs:
-        for line in s.examples.match:
-            for other in sigs:
-                if other.id == s.id or (s.id, other.id) in related:
+    for sig in sigs:
+        for name in (*sig.explains, *sig.related):
+            related.add((sig.id, name))
+            related.add((name, sig.id))
+    for sig in sigs:
+        for line in sig.examples.match:
+            for rival in sigs:
+                if rival.id == sig.id or (sig.id, rival.id) in related:
                     continue
                 try:
-                    fires = line_fires(other, line)
+                    fires = line_fires(rival, line)
                 except (regex.error, TimeoutError):
                     continue
                 if fires:
                     issues.append(
                         Issue(
-                            str(result.paths[other.id]),
+                            str(result.paths[rival.id]),
                             "match",
-                            f"also fires on an example of {s.id} without explains/not/related: "
+                            f"also fires on an example of {sig.id} without explains/not/related: "
                             f"{line[:90]!r}",
                         )
                     )

@@ -1,4 +1,4 @@
-"""Discover and parse signature YAML files into validated `Signature` objects, collecting every error.
+"""Discover and parse signature YAML files into validated `Signature`s, collecting every error.
 
 YAML is parsed with a safe loader that refuses aliases and anchors (billion-laughs) and
 duplicate keys; each error names the file and the field.
@@ -24,7 +24,7 @@ class _StrictLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise yaml.constructor.ConstructorError(
                 None, None, "YAML aliases are not allowed in signatures", event.start_mark
             )

@@ -333,9 +333,7 @@ class _Analyzer:
         if any(self.min_len(alt) == 0 for alt in alts):
             return True
         firsts = [self.first_chars(alt, ic) for alt in alts]
-        return any(
-            firsts[i] & firsts[j] for i in range(len(alts)) for j in range(i + 1, len(alts))
-        )
+        return any(firsts[i] & firsts[j] for i in range(len(alts)) for j in range(i + 1, len(alts)))
 
     def _unbounded(self, item: Item) -> bool:
         op, av = item

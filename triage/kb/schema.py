@@ -1,4 +1,4 @@
-"""The signature file schema: one strict pydantic model per YAML block of `signatures/<layer>/<id>.yaml`.
+"""The signature file schema: strict pydantic models of `signatures/<layer>/<id>.yaml`.
 
 Unknown fields and malformed values are errors; loading (YAML parsing, file discovery) lives in
 `triage.kb.load`. Regex syntax and example checks live in `triage.kb.lint`.

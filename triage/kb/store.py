@@ -82,8 +82,11 @@ def stat_key(root: Path) -> str:
     digest = hashlib.sha256()
     for path in signature_files(root):
         st = path.stat()
-        digest.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0"
-                      .encode("utf-8", "surrogateescape"))
+        digest.update(
+            f"{path.relative_to(root)}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
     return digest.hexdigest()
 
 
@@ -142,12 +145,15 @@ def read_signatures(conn: sqlite3.Connection) -> list[Signature]:
 
 
 def read_errors(conn: sqlite3.Connection) -> list[LoadError]:
-    return [LoadError(p, f, m) for p, f, m in
-            conn.execute("SELECT path, field, message FROM load_errors ORDER BY rowid")]
+    return [
+        LoadError(p, f, m)
+        for p, f, m in conn.execute("SELECT path, field, message FROM load_errors ORDER BY rowid")
+    ]
 
 
-def open_current(root: Path | None = None,
-                 db_path: Path | None = None) -> sqlite3.Connection | None:
+def open_current(
+    root: Path | None = None, db_path: Path | None = None
+) -> sqlite3.Connection | None:
     """A read-only connection to the compiled KB when it is current for root, else None."""
     root = root or default_signature_dir()
     path = db_path or default_db_path(root)
@@ -234,8 +240,13 @@ CREATE TABLE load_errors (path TEXT NOT NULL, field TEXT NOT NULL, message TEXT 
 
 # Full-text columns and their bm25 weights: a word in the title counts most.
 FTS_COLUMNS: tuple[tuple[str, float], ...] = (
-    ("title", 8.0), ("name_words", 6.0), ("summary", 3.0), ("patterns", 2.0),
-    ("examples", 2.0), ("fixes_text", 1.0), ("details", 1.0),
+    ("title", 8.0),
+    ("name_words", 6.0),
+    ("summary", 3.0),
+    ("patterns", 2.0),
+    ("examples", 2.0),
+    ("fixes_text", 1.0),
+    ("details", 1.0),
 )
 
 
@@ -243,22 +254,38 @@ def _row(sig: Signature, position: int, path: Path | None) -> dict[str, Any]:
     patterns = [p.regex for p in (*sig.match, *sig.not_)]
     patterns += [ev for d in sig.differential for ev in d.evidence]
     fixes = [" ".join(x for x in (f.do, f.when, f.caveat) if x) for f in sig.fixes]
-    details = [sig.details or "", *sig.verify, *sig.tags,
-               *(f"{d.branch} {d.check}" for d in sig.differential), *sig.aliases]
+    details = [
+        sig.details or "",
+        *sig.verify,
+        *sig.tags,
+        *(f"{d.branch} {d.check}" for d in sig.differential),
+        *sig.aliases,
+    ]
     return {
-        "id": sig.id, "position": position, "layer": sig.layer, "kind": sig.kind,
-        "severity": sig.severity, "status": sig.status, "priority": sig.priority,
-        "path": str(path) if path else None, "title": sig.title, "summary": sig.summary,
+        "id": sig.id,
+        "position": position,
+        "layer": sig.layer,
+        "kind": sig.kind,
+        "severity": sig.severity,
+        "status": sig.status,
+        "priority": sig.priority,
+        "path": str(path) if path else None,
+        "title": sig.title,
+        "summary": sig.summary,
         "name_words": " ".join(n.replace("-", " ") for n in (sig.id, *sig.aliases)),
-        "patterns": "\n".join(patterns), "fixes_text": "\n".join(fixes),
-        "examples": "\n".join(sig.examples.match), "details": "\n".join(d for d in details if d),
-        "json": json.dumps(sig.model_dump(by_alias=True, mode="json"), ensure_ascii=False,
-                           separators=(",", ":")),
+        "patterns": "\n".join(patterns),
+        "fixes_text": "\n".join(fixes),
+        "examples": "\n".join(sig.examples.match),
+        "details": "\n".join(d for d in details if d),
+        "json": json.dumps(
+            sig.model_dump(by_alias=True, mode="json"), ensure_ascii=False, separators=(",", ":")
+        ),
     }
 
 
-def build(root: Path | None = None, db_path: Path | None = None, *,
-          result: LoadResult | None = None) -> BuildResult:
+def build(
+    root: Path | None = None, db_path: Path | None = None, *, result: LoadResult | None = None
+) -> BuildResult:
     """Compile root into db_path atomically (temporary file, check, fsync, `os.replace`)."""
     import sqlite_utils
 
@@ -285,19 +312,36 @@ def build(root: Path | None = None, db_path: Path | None = None, *,
             db = sqlite_utils.Database(conn)
             rows = [_row(s, i, result.paths.get(s.id)) for i, s in enumerate(result.signatures)]
             db.table("signatures").insert_all(rows)
-            db.table("aliases").insert_all({"alias": a, "id": s.id} for s in result.signatures
-                                     for a in s.aliases)
+            db.table("aliases").insert_all(
+                {"alias": a, "id": s.id} for s in result.signatures for a in s.aliases
+            )
             db.table("fixes").insert_all(
-                {"signature": s.id, "position": i, "confidence": f.confidence, "branch": f.branch,
-                 "action": f.do}
-                for s in result.signatures for i, f in enumerate(s.fixes, 1))
-            db.table("example_lines").insert_all({"signature": s.id, "line": line}
-                                           for s in result.signatures for line in s.examples.match)
+                {
+                    "signature": s.id,
+                    "position": i,
+                    "confidence": f.confidence,
+                    "branch": f.branch,
+                    "action": f.do,
+                }
+                for s in result.signatures
+                for i, f in enumerate(s.fixes, 1)
+            )
+            db.table("example_lines").insert_all(
+                {"signature": s.id, "line": line}
+                for s in result.signatures
+                for line in s.examples.match
+            )
             db.table("load_errors").insert_all(
-                {"path": e.path, "field": e.field, "message": e.message} for e in result.errors)
-            meta = {"format": str(STORE_FORMAT), "content_hash": digest, "stat_key": skey,
-                    "root": str(root.resolve()), "rows": str(len(rows)),
-                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                {"path": e.path, "field": e.field, "message": e.message} for e in result.errors
+            )
+            meta = {
+                "format": str(STORE_FORMAT),
+                "content_hash": digest,
+                "stat_key": skey,
+                "root": str(root.resolve()),
+                "rows": str(len(rows)),
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
             db.table("meta").insert_all({"key": k, "value": v} for k, v in meta.items())
             db.table("signatures").enable_fts([c for c, _ in FTS_COLUMNS], tokenize="porter")
             _check(conn, len(rows))
@@ -310,8 +354,9 @@ def build(root: Path | None = None, db_path: Path | None = None, *,
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    return BuildResult(path, list(result.signatures), list(result.errors), digest,
-                       time.perf_counter() - start)
+    return BuildResult(
+        path, list(result.signatures), list(result.errors), digest, time.perf_counter() - start
+    )
 
 
 def _check(conn: sqlite3.Connection, rows: int) -> None:

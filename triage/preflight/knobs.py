@@ -56,9 +56,15 @@ def load(path: str | None = None) -> dict[str, list[Release]]:
     out: dict[str, list[Release]] = {}
     for engine, body in raw.get("engines", {}).items():
         releases = [
-            Release(engine, version, k.get("commit"), frozenset(k.get("env", [])),
-                    frozenset(k.get("flags", [])), frozenset(k.get("bool_flags", [])),
-                    frozenset(k.get("attention_backends", [])))
+            Release(
+                engine,
+                version,
+                k.get("commit"),
+                frozenset(k.get("env", [])),
+                frozenset(k.get("flags", [])),
+                frozenset(k.get("bool_flags", [])),
+                frozenset(k.get("attention_backends", [])),
+            )
             for version, k in body.get("releases", {}).items()
         ]
         out[engine] = sorted(releases, key=lambda r: _vkey(r.version))
@@ -75,8 +81,12 @@ def resolve(engine: str, version: str | None, source: str) -> Resolved | None:
     if not known:
         return None
     if version is None:
-        return Resolved(known[-1], False, f"engine version unknown: checked against {engine} "
-                                         f"{known[-1].version}, the newest release in the data")
+        return Resolved(
+            known[-1],
+            False,
+            f"engine version unknown: checked against {engine} "
+            f"{known[-1].version}, the newest release in the data",
+        )
     want = _vkey(version)
     for rel in known:
         if _vkey(rel.version) == want:
@@ -84,15 +94,21 @@ def resolve(engine: str, version: str | None, source: str) -> Resolved | None:
     below = [r for r in known if _vkey(r.version) <= want]
     if below:
         rel = below[-1]
-        return Resolved(rel, False, f"{engine} {version} ({source}) is not in the data: checked "
-                                    f"against {rel.version}, the nearest release below it")
-    return Resolved(known[0], False, f"{engine} {version} ({source}) is older than the data: "
-                                     f"checked against {known[0].version}")
+        return Resolved(
+            rel,
+            False,
+            f"{engine} {version} ({source}) is not in the data: checked "
+            f"against {rel.version}, the nearest release below it",
+        )
+    return Resolved(
+        known[0],
+        False,
+        f"{engine} {version} ({source}) is older than the data: checked against {known[0].version}",
+    )
 
 
 def releases_with(engine: str, kind: str, name: str) -> list[str]:
-    return [r.version for r in releases(engine)
-            if name in (r.env if kind == "env" else r.flags)]
+    return [r.version for r in releases(engine) if name in (r.env if kind == "env" else r.flags)]
 
 
 def history(engine: str, kind: str, name: str, current: Release) -> str | None:
@@ -127,8 +143,11 @@ def env_replacement(name: str, rel: Release) -> str | None:
     --mm-hasher-algorithm; else the closest env var of the release.
     """
     words = re.sub(r"^VLLM_", "", name).lower().replace("_", "-")
-    candidates = [f"--{words}", "--" + re.sub(r"^use-", "", words),
-                  "--" + re.sub(r"^(?:use-|enable-)", "enable-", words)]
+    candidates = [
+        f"--{words}",
+        "--" + re.sub(r"^use-", "", words),
+        "--" + re.sub(r"^(?:use-|enable-)", "enable-", words),
+    ]
     for flag in candidates:
         if flag in rel.flags:
             return flag

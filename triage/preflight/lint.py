@@ -23,10 +23,20 @@ class LintResult:
     def to_dict(self) -> dict[str, object]:
         return {
             "findings": [f.to_dict() for f in self.findings],
-            "launches": [{"file": la.file, "name": la.name, "line": la.line, "kind": la.kind,
-                          "engine": la.engine, "image": la.image, "items": len(la.items)}
-                         for la in self.launches],
-            "notes": self.notes, "errors": self.errors,
+            "launches": [
+                {
+                    "file": la.file,
+                    "name": la.name,
+                    "line": la.line,
+                    "kind": la.kind,
+                    "engine": la.engine,
+                    "image": la.image,
+                    "items": len(la.items),
+                }
+                for la in self.launches
+            ],
+            "notes": self.notes,
+            "errors": self.errors,
         }
 
 
@@ -44,18 +54,29 @@ def _expand(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.is_file()
-                              and (not q.name.startswith(".") or q.name == ".env")))
+            out.extend(
+                sorted(
+                    q
+                    for q in p.rglob("*")
+                    if q.is_file() and (not q.name.startswith(".") or q.name == ".env")
+                )
+            )
         else:
             out.append(p)
     units = {p.name for p in out if p.suffix in (".service", ".socket")}
     # A drop-in whose unit is also given is read with that unit (parse_file finds it).
-    return [p for p in out if not (p.suffix == ".conf" and p.parent.name.endswith(".d")
-                                   and p.parent.name[:-2] in units)]
+    return [
+        p
+        for p in out
+        if not (
+            p.suffix == ".conf" and p.parent.name.endswith(".d") and p.parent.name[:-2] in units
+        )
+    ]
 
 
-def lint_paths(paths: list[Path], signatures: list[Signature],
-               engine_version: str | None = None) -> LintResult:
+def lint_paths(
+    paths: list[Path], signatures: list[Signature], engine_version: str | None = None
+) -> LintResult:
     result = LintResult()
     bool_flags: set[str] = set()
     for rel in knobs.releases("vllm"):
@@ -74,8 +95,10 @@ def lint_paths(paths: list[Path], signatures: list[Signature],
                 version, source = image_version(launch.image), f"image tag {launch.image}"
             if version is None and launch.engine:
                 version, source = installed_version(launch.engine), "installed package"
-            ctx = Context(engine_version=version if version else None,
-                          version_source=source if version else "")
+            ctx = Context(
+                engine_version=version if version else None,
+                version_source=source if version else "",
+            )
             result.findings.extend(evaluate(launch, signatures, ctx))
     seen: set[tuple[str, int, str, str]] = set()
     unique: list[Finding] = []

@@ -28,8 +28,12 @@ def p2p_check(mib: int = 64, timeout_s: float = 60.0) -> dict[str, Any]:
         return {"ok": None, "skipped": "no CUDA device visible to PyTorch", "pairs": []}
     count = torch.cuda.device_count()
     result: dict[str, Any] = {
-        "ok": None, "devices": count, "mib": mib, "torch": torch.__version__,
-        "cuda": torch.version.cuda, "names": [torch.cuda.get_device_name(i) for i in range(count)],
+        "ok": None,
+        "devices": count,
+        "mib": mib,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "names": [torch.cuda.get_device_name(i) for i in range(count)],
         "pairs": [],
     }
     if count < 2:
@@ -38,8 +42,9 @@ def p2p_check(mib: int = 64, timeout_s: float = 60.0) -> dict[str, Any]:
     n = (mib << 20) // 4
     bad = 0
     for src in range(count):
-        ref = (torch.arange(n, dtype=torch.int64, device=f"cuda:{src}") * 2654435761 % 2147483647
-               ).to(torch.int32)
+        ref = (
+            torch.arange(n, dtype=torch.int64, device=f"cuda:{src}") * 2654435761 % 2147483647
+        ).to(torch.int32)
         for dst in range(count):
             if src == dst:
                 continue
@@ -59,9 +64,14 @@ def p2p_check(mib: int = 64, timeout_s: float = 60.0) -> dict[str, Any]:
                 wrong = int((back != ref).sum().item())
                 wrong_there = int((there.to(f"cuda:{src}") != ref).sum().item())
                 secs = time.monotonic() - t0
-                pair.update(checked=True, elements=n, wrong=wrong, wrong_on_dst=wrong_there,
-                            seconds=round(secs, 4),
-                            gib_per_s=round(2 * n * 4 / max(secs, 1e-9) / (1 << 30), 2))
+                pair.update(
+                    checked=True,
+                    elements=n,
+                    wrong=wrong,
+                    wrong_on_dst=wrong_there,
+                    seconds=round(secs, 4),
+                    gib_per_s=round(2 * n * 4 / max(secs, 1e-9) / (1 << 30), 2),
+                )
                 if wrong or wrong_there:
                     bad += 1
             except Exception as exc:  # a failing copy is the finding, not a crash
@@ -70,8 +80,11 @@ def p2p_check(mib: int = 64, timeout_s: float = 60.0) -> dict[str, Any]:
             result["pairs"].append(pair)
     checked = [p for p in result["pairs"] if p.get("checked")]
     result["ok"] = bad == 0 and len(checked) == count * (count - 1)
-    result["corrupt_pairs"] = [f"{p['src']}->{p['dst']}" for p in result["pairs"]
-                               if p.get("wrong") or p.get("wrong_on_dst")]
+    result["corrupt_pairs"] = [
+        f"{p['src']}->{p['dst']}"
+        for p in result["pairs"]
+        if p.get("wrong") or p.get("wrong_on_dst")
+    ]
     result["seconds"] = round(time.monotonic() - started, 3)
     return result
 
@@ -79,13 +92,17 @@ def p2p_check(mib: int = 64, timeout_s: float = 60.0) -> dict[str, Any]:
 def summary_lines(result: dict[str, Any]) -> list[str]:
     if result.get("skipped"):
         return [f"p2p check: not run ({result['skipped']})"]
-    lines = [f"p2p check: {result.get('devices')} GPUs, {result.get('mib')} MiB per pair: "
-             + ("all pairs clean" if result.get("ok") else "PROBLEMS")]
+    lines = [
+        f"p2p check: {result.get('devices')} GPUs, {result.get('mib')} MiB per pair: "
+        + ("all pairs clean" if result.get("ok") else "PROBLEMS")
+    ]
     for p in result.get("pairs", []):
         if p.get("checked"):
-            lines.append(f"  GPU{p['src']} -> GPU{p['dst']}: peer_access={p['peer_access']} "
-                         f"wrong={p['wrong']} wrong_on_dst={p['wrong_on_dst']} "
-                         f"{p['gib_per_s']} GiB/s")
+            lines.append(
+                f"  GPU{p['src']} -> GPU{p['dst']}: peer_access={p['peer_access']} "
+                f"wrong={p['wrong']} wrong_on_dst={p['wrong_on_dst']} "
+                f"{p['gib_per_s']} GiB/s"
+            )
         else:
             lines.append(f"  GPU{p['src']} -> GPU{p['dst']}: not checked ({p.get('why')})")
     return lines

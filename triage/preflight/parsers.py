@@ -29,9 +29,27 @@ ENGINE_MODULES = {
 _ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", "{", "}"}
 # docker run options that never take a value (everything else starting with '-' does, unless '=').
-_DOCKER_BOOL = {"-d", "--detach", "--rm", "-i", "-t", "-it", "-ti", "--interactive", "--tty",
-                "--privileged", "--init", "--read-only", "-P", "--publish-all", "--no-healthcheck",
-                "--oom-kill-disable", "--sig-proxy", "-q", "--quiet"}
+_DOCKER_BOOL = {
+    "-d",
+    "--detach",
+    "--rm",
+    "-i",
+    "-t",
+    "-it",
+    "-ti",
+    "--interactive",
+    "--tty",
+    "--privileged",
+    "--init",
+    "--read-only",
+    "-P",
+    "--publish-all",
+    "--no-healthcheck",
+    "--oom-kill-disable",
+    "--sig-proxy",
+    "-q",
+    "--quiet",
+}
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.I)
 
 
@@ -157,11 +175,17 @@ def engine_flags(tokens: list[Token], file: str, bool_flags: Iterable[str] = ())
             if "=" in tok.text:
                 name, value = tok.text.split("=", 1)
                 items.append(Item("flag", normalize_flag(name), value, file, tok.line))
-            elif (k + 1 < len(tokens) and normalize_flag(tok.text) not in bools
-                  and (not tokens[k + 1].text.startswith("-")
-                       or re.match(r"^-[0-9.]+$", tokens[k + 1].text))):
-                items.append(Item("flag", normalize_flag(tok.text), tokens[k + 1].text, file,
-                                  tok.line))
+            elif (
+                k + 1 < len(tokens)
+                and normalize_flag(tok.text) not in bools
+                and (
+                    not tokens[k + 1].text.startswith("-")
+                    or re.match(r"^-[0-9.]+$", tokens[k + 1].text)
+                )
+            ):
+                items.append(
+                    Item("flag", normalize_flag(tok.text), tokens[k + 1].text, file, tok.line)
+                )
                 k += 1
             else:
                 items.append(Item("flag", normalize_flag(tok.text), "", file, tok.line))
@@ -198,7 +222,7 @@ def _docker_run(tokens: list[Token], start: int, file: str, launch: Launch) -> l
         k += 1
     if k < len(tokens):
         launch.image = tokens[k].text
-        return tokens[k + 1:]
+        return tokens[k + 1 :]
     return []
 
 
@@ -229,8 +253,17 @@ def _container_facts(launch: Launch, file: str, line: int) -> None:
     ipc = settings.get("ipc")
     shm = settings.get("shm_size")
     if ipc is not None and ipc.value == "host":
-        launch.items.append(Item("setting", "ShmBytes", "host", ipc.file, ipc.line, True,
-                                 "ipc: host shares the host's /dev/shm"))
+        launch.items.append(
+            Item(
+                "setting",
+                "ShmBytes",
+                "host",
+                ipc.file,
+                ipc.line,
+                True,
+                "ipc: host shares the host's /dev/shm",
+            )
+        )
     elif shm is not None:
         size = size_bytes(shm.value)
         shown = str(size) if size is not None else shm.value
@@ -239,9 +272,17 @@ def _container_facts(launch: Launch, file: str, line: int) -> None:
         vol = settings["shmvolume"]
         launch.items.append(Item("setting", "ShmBytes", vol.value, vol.file, vol.line, True))
     else:
-        launch.items.append(Item("setting", "ShmBytes", str(DOCKER_DEFAULT_SHM), file, line, True,
-                                 "no ipc: host, shm_size or /dev/shm volume: the runtime's 64 MiB "
-                                 "default applies"))
+        launch.items.append(
+            Item(
+                "setting",
+                "ShmBytes",
+                str(DOCKER_DEFAULT_SHM),
+                file,
+                line,
+                True,
+                "no ipc: host, shm_size or /dev/shm volume: the runtime's 64 MiB default applies",
+            )
+        )
     gpu = None
     for key in ("gpus", "gpu_devices", "nvidia.com/gpu"):
         if key in settings:
@@ -256,11 +297,21 @@ def _container_facts(launch: Launch, file: str, line: int) -> None:
     if gpu is None and "device" in settings and "nvidia" in settings["device"].value:
         gpu = settings["device"]
     if gpu is None:
-        launch.items.append(Item("setting", "GpuRequest", "none", file, line, True,
-                                 "no --gpus / deploy.resources devices / nvidia.com/gpu request"))
+        launch.items.append(
+            Item(
+                "setting",
+                "GpuRequest",
+                "none",
+                file,
+                line,
+                True,
+                "no --gpus / deploy.resources devices / nvidia.com/gpu request",
+            )
+        )
     else:
-        launch.items.append(Item("setting", "GpuRequest", gpu.value or "requested", gpu.file,
-                                 gpu.line, True))
+        launch.items.append(
+            Item("setting", "GpuRequest", gpu.value or "requested", gpu.file, gpu.line, True)
+        )
 
 
 def _engine_image(image: str | None) -> str | None:
@@ -287,8 +338,14 @@ def image_version(image: str | None) -> str | None:
 # Commands -> launches
 
 
-def _apply_command(tokens: list[Token], file: str, launch: Launch, env_scope: list[Item],
-                   bool_flags: Iterable[str], container: bool = False) -> bool:
+def _apply_command(
+    tokens: list[Token],
+    file: str,
+    launch: Launch,
+    env_scope: list[Item],
+    bool_flags: Iterable[str],
+    container: bool = False,
+) -> bool:
     """Fold one simple command into the launch; True when it runs an engine or a container."""
     k = 0
     prefix_env: list[Item] = []
@@ -308,8 +365,11 @@ def _apply_command(tokens: list[Token], file: str, launch: Launch, env_scope: li
         env_scope.extend(prefix_env)
         return False
     words = [t.text for t in rest]
-    if len(words) >= 2 and words[0].rsplit("/", 1)[-1] in ("docker", "podman", "nerdctl") and (
-            words[1] == "run" or words[1:3] == ["container", "run"]):
+    if (
+        len(words) >= 2
+        and words[0].rsplit("/", 1)[-1] in ("docker", "podman", "nerdctl")
+        and (words[1] == "run" or words[1:3] == ["container", "run"])
+    ):
         launch.container = True
         launch.line = rest[0].line
         start = 2 if words[1] == "run" else 3
@@ -319,8 +379,11 @@ def _apply_command(tokens: list[Token], file: str, launch: Launch, env_scope: li
         if found:
             launch.engine, at = found
             launch.items.extend(engine_flags(cmd[at:], file, bool_flags))
-        elif _engine_image(launch.image) and cmd and (cmd[0].text.startswith("-")
-                                                      or cmd[0].text in ("serve",)):
+        elif (
+            _engine_image(launch.image)
+            and cmd
+            and (cmd[0].text.startswith("-") or cmd[0].text in ("serve",))
+        ):
             launch.engine = _engine_image(launch.image)  # the image's entrypoint is the server
             at = 1 if cmd[0].text == "serve" else 0
             launch.items.extend(engine_flags(cmd[at:], file, bool_flags))
@@ -346,15 +409,23 @@ def parse_shell(path: Path, text: str, bool_flags: Iterable[str] = ()) -> list[L
     env_scope: list[Item] = []
     launches: list[Launch] = []
     for n, command in enumerate(shell_commands(text)):
-        launch = Launch(file=file, name=f"{path.name}:{command[0].line}", line=command[0].line,
-                        kind="shell")
+        launch = Launch(
+            file=file, name=f"{path.name}:{command[0].line}", line=command[0].line, kind="shell"
+        )
         if _apply_command(command, file, launch, env_scope, bool_flags):
             launch.name = f"{path.name}:{launch.line}"
             launches.append(launch)
         del n
     if not launches and env_scope:  # a script that only exports variables (sourced by another)
-        launches.append(Launch(file=file, name=path.name, line=env_scope[0].line, kind="shell",
-                               items=list(env_scope)))
+        launches.append(
+            Launch(
+                file=file,
+                name=path.name,
+                line=env_scope[0].line,
+                kind="shell",
+                items=list(env_scope),
+            )
+        )
     return launches
 
 
@@ -431,13 +502,23 @@ def _systemd_entries(path: Path, text: str) -> list[_Entry]:
 
 
 # Keys where every assignment adds to a list and an empty assignment resets it.
-_LIST_KEYS = {"Environment", "EnvironmentFile", "ExecStart", "ExecStartPre",
-              "RestrictAddressFamilies", "ReadWritePaths", "SystemCallFilter", "DeviceAllow",
-              "StateDirectory", "CacheDirectory"}
+_LIST_KEYS = {
+    "Environment",
+    "EnvironmentFile",
+    "ExecStart",
+    "ExecStartPre",
+    "RestrictAddressFamilies",
+    "ReadWritePaths",
+    "SystemCallFilter",
+    "DeviceAllow",
+    "StateDirectory",
+    "CacheDirectory",
+}
 
 
-def parse_systemd(path: Path, text: str, dropins: Iterable[tuple[Path, str]] = (),
-                  bool_flags: Iterable[str] = ()) -> list[Launch]:
+def parse_systemd(
+    path: Path, text: str, dropins: Iterable[tuple[Path, str]] = (), bool_flags: Iterable[str] = ()
+) -> list[Launch]:
     """A unit and its drop-ins (applied in name order) as one launch with its effective settings."""
     entries = _systemd_entries(path, text)
     for dpath, dtext in sorted(dropins, key=lambda p: p[0].name):
@@ -478,8 +559,9 @@ def parse_systemd(path: Path, text: str, dropins: Iterable[tuple[Path, str]] = (
                 if not env_path.is_absolute():
                     env_path = Path(e.file).parent / env_path
                 if env_path.is_file():
-                    for sub in parse_dotenv(env_path, env_path.read_text(encoding="utf-8",
-                                                                        errors="replace")):
+                    for sub in parse_dotenv(
+                        env_path, env_path.read_text(encoding="utf-8", errors="replace")
+                    ):
                         launch.items.extend(sub.items)
                 else:
                     launch.notes.append(f"EnvironmentFile {e.value} not readable here")
@@ -537,13 +619,15 @@ def _scalar_text(node: yaml.ScalarNode, src: str | None, one_command: bool) -> t
     first = _block_first_line(node)
     if src is None or node.style not in ("|", ">"):
         return str(node.value), first
-    raw = src[node.start_mark.index:node.end_mark.index].split("\n")[1:]
+    raw = src[node.start_mark.index : node.end_mark.index].split("\n")[1:]
     body = [ln.strip() for ln in raw]
     while body and not body[-1]:
         body.pop()
     if node.style == ">" or one_command:
-        body = [ln + " \\" if ln and not ln.startswith("#") and k < len(body) - 1 else ln
-                for k, ln in enumerate(body)]
+        body = [
+            ln + " \\" if ln and not ln.startswith("#") and k < len(body) - 1 else ln
+            for k, ln in enumerate(body)
+        ]
     return "\n".join(body), first
 
 
@@ -556,14 +640,18 @@ def _interpolate(text: str, env: dict[str, str]) -> str:
         default = m.group(2)
         if name in env and env[name] != "":
             return env[name]
-        return (default or "")[2:] if default and default.startswith(":-") else (
-            default[1:] if default and default.startswith("-") else "")
+        return (
+            (default or "")[2:]
+            if default and default.startswith(":-")
+            else (default[1:] if default and default.startswith("-") else "")
+        )
 
     return _VAR_RE.sub(repl, text)
 
 
-def _tokens_from(node: yaml.Node | None, env: dict[str, str], src: str | None = None
-                 ) -> list[Token]:
+def _tokens_from(
+    node: yaml.Node | None, env: dict[str, str], src: str | None = None
+) -> list[Token]:
     if isinstance(node, yaml.SequenceNode):
         out: list[Token] = []
         for item in node.value:
@@ -603,8 +691,9 @@ def _env_from(node: yaml.Node | None, file: str, env: dict[str, str]) -> list[It
     return items
 
 
-def parse_compose(path: Path, root: yaml.Node, bool_flags: Iterable[str] = (),
-                  src: str | None = None) -> list[Launch]:
+def parse_compose(
+    path: Path, root: yaml.Node, bool_flags: Iterable[str] = (), src: str | None = None
+) -> list[Launch]:
     file = str(path)
     env_file = path.parent / ".env"
     interp = dotenv_values(env_file) if env_file.is_file() else {}
@@ -613,8 +702,9 @@ def parse_compose(path: Path, root: yaml.Node, bool_flags: Iterable[str] = (),
     if not isinstance(services, yaml.MappingNode):
         return launches
     for key, svc in services.value:
-        launch = Launch(file=file, name=str(key.value), line=_line(key), kind="compose",
-                        container=True)
+        launch = Launch(
+            file=file, name=str(key.value), line=_line(key), kind="compose", container=True
+        )
         launch.image = _interpolate(_scalar(_get(svc, "image")) or "", interp) or None
         for ef in _env_file_paths(_get(svc, "env_file"), path.parent):
             if ef.is_file():
@@ -626,29 +716,36 @@ def parse_compose(path: Path, root: yaml.Node, bool_flags: Iterable[str] = (),
         for name in ("ipc", "shm_size", "runtime", "privileged"):
             node = _get(svc, name)
             if isinstance(node, yaml.ScalarNode):
-                launch.items.append(Item("setting", name, _interpolate(str(node.value), interp),
-                                         file, _line(node)))
+                launch.items.append(
+                    Item("setting", name, _interpolate(str(node.value), interp), file, _line(node))
+                )
         gpus = _get(svc, "gpus")
         if gpus is not None:
-            launch.items.append(Item("setting", "gpus", _scalar(gpus) or "requested", file,
-                                     _line(gpus)))
+            launch.items.append(
+                Item("setting", "gpus", _scalar(gpus) or "requested", file, _line(gpus))
+            )
         devices = _get(_get(_get(_get(svc, "deploy"), "resources"), "reservations"), "devices")
         if isinstance(devices, yaml.SequenceNode):
             for dev in devices.value:
                 caps = _get(dev, "capabilities")
                 driver = _scalar(_get(dev, "driver")) or ""
-                cap_text = " ".join(str(c.value) for c in getattr(caps, "value", []) if
-                                    isinstance(c, yaml.ScalarNode))
+                cap_text = " ".join(
+                    str(c.value)
+                    for c in getattr(caps, "value", [])
+                    if isinstance(c, yaml.ScalarNode)
+                )
                 if "gpu" in cap_text or driver == "nvidia":
                     count = _scalar(_get(dev, "count")) or _scalar(_get(dev, "device_ids")) or "all"
                     launch.items.append(Item("setting", "gpu_devices", count, file, _line(dev)))
         memlock = _get(_get(svc, "ulimits"), "memlock")
         if memlock is not None:
             soft = _scalar(memlock) or _scalar(_get(memlock, "soft")) or ""
-            launch.items.append(Item("setting", "LimitMEMLOCK", _memlock(soft), file,
-                                     _line(memlock)))
+            launch.items.append(
+                Item("setting", "LimitMEMLOCK", _memlock(soft), file, _line(memlock))
+            )
         tokens = _tokens_from(_get(svc, "entrypoint"), interp, src) + _tokens_from(
-            _get(svc, "command"), interp, src)
+            _get(svc, "command"), interp, src
+        )
         found = _engine_start(tokens)
         if found:
             launch.engine, at = found
@@ -670,8 +767,16 @@ def _env_file_paths(node: yaml.Node | None, base: Path) -> list[Path]:
     return [base / n for n in names if n]
 
 
-_K8S_WORKLOADS = {"Pod", "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "ReplicaSet",
-                  "LeaderWorkerSet"}
+_K8S_WORKLOADS = {
+    "Pod",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "ReplicaSet",
+    "LeaderWorkerSet",
+}
 
 
 def _pod_specs(doc: yaml.Node) -> list[yaml.Node]:
@@ -689,8 +794,9 @@ def _pod_specs(doc: yaml.Node) -> list[yaml.Node]:
     return found
 
 
-def parse_kubernetes(path: Path, docs: list[yaml.Node], bool_flags: Iterable[str] = (),
-                     src: str | None = None) -> list[Launch]:
+def parse_kubernetes(
+    path: Path, docs: list[yaml.Node], bool_flags: Iterable[str] = (), src: str | None = None
+) -> list[Launch]:
     file = str(path)
     launches: list[Launch] = []
     for doc in docs:
@@ -707,12 +813,19 @@ def parse_kubernetes(path: Path, docs: list[yaml.Node], bool_flags: Iterable[str
                     limit = _scalar(_get(empty, "sizeLimit"))
                     size = size_bytes(limit) if limit else None
                     shm_volumes[_scalar(_get(vol, "name")) or ""] = (
-                        str(size) if size is not None else "unbounded", _line(vol))
+                        str(size) if size is not None else "unbounded",
+                        _line(vol),
+                    )
             containers = _get(spec, "containers")
             for c in getattr(containers, "value", []):
                 cname = _scalar(_get(c, "name")) or "container"
-                launch = Launch(file=file, name=f"{wname}/{cname}", line=_line(c),
-                                kind="kubernetes", container=True)
+                launch = Launch(
+                    file=file,
+                    name=f"{wname}/{cname}",
+                    line=_line(c),
+                    kind="kubernetes",
+                    container=True,
+                )
                 launch.image = _scalar(_get(c, "image"))
                 launch.items.extend(_env_from(_get(c, "env"), file, {}))
                 for mount in getattr(_get(c, "volumeMounts"), "value", []):
@@ -725,11 +838,13 @@ def parse_kubernetes(path: Path, docs: list[yaml.Node], bool_flags: Iterable[str
                 for part in ("limits", "requests"):
                     gpu = _get(_get(res, part), "nvidia.com/gpu")
                     if gpu is not None and (_scalar(gpu) or "0") != "0":
-                        launch.items.append(Item("setting", "nvidia.com/gpu", _scalar(gpu) or "",
-                                                 file, _line(gpu)))
+                        launch.items.append(
+                            Item("setting", "nvidia.com/gpu", _scalar(gpu) or "", file, _line(gpu))
+                        )
                         break
-                tokens = (_tokens_from(_get(c, "command"), {}, src)
-                          + _tokens_from(_get(c, "args"), {}, src))
+                tokens = _tokens_from(_get(c, "command"), {}, src) + _tokens_from(
+                    _get(c, "args"), {}, src
+                )
                 found = _engine_start(tokens)
                 if found:
                     launch.engine, at = found
@@ -742,8 +857,9 @@ def parse_kubernetes(path: Path, docs: list[yaml.Node], bool_flags: Iterable[str
     return launches
 
 
-def parse_llama_swap(path: Path, root: yaml.Node, bool_flags: Iterable[str] = (),
-                     src: str | None = None) -> list[Launch]:
+def parse_llama_swap(
+    path: Path, root: yaml.Node, bool_flags: Iterable[str] = (), src: str | None = None
+) -> list[Launch]:
     file = str(path)
     launches: list[Launch] = []
     models = _get(root, "models")
@@ -757,8 +873,9 @@ def parse_llama_swap(path: Path, root: yaml.Node, bool_flags: Iterable[str] = ()
                 if _apply_command(command, file, launch, [], bool_flags):
                     launch.line = command[0].line
         else:
-            launch.items.append(Item("setting", "cmd", "", file, _line(key), True,
-                                     "entry without cmd"))
+            launch.items.append(
+                Item("setting", "cmd", "", file, _line(key), True, "entry without cmd")
+            )
         if launch.items:
             launches.append(launch)
     return launches
@@ -770,9 +887,11 @@ def parse_llama_swap(path: Path, root: yaml.Node, bool_flags: Iterable[str] = ()
 
 def detect_kind(path: Path, text: str) -> str:
     name = path.name.lower()
-    if name.endswith((".service", ".socket", ".target")) or (
-            name.endswith(".conf") and path.parent.name.endswith(".d")) or re.search(
-            r"^\[(?:Service|Unit)\]\s*$", text, re.M):
+    if (
+        name.endswith((".service", ".socket", ".target"))
+        or (name.endswith(".conf") and path.parent.name.endswith(".d"))
+        or re.search(r"^\[(?:Service|Unit)\]\s*$", text, re.M)
+    ):
         return "systemd"
     if name == ".env" or name.endswith(".env") or name.startswith(".env."):
         return "dotenv"
@@ -780,8 +899,11 @@ def detect_kind(path: Path, text: str) -> str:
         return "yaml"
     lines = [ln.strip() for ln in text.splitlines()]
     lines = [ln for ln in lines if ln and not ln.startswith("#")]
-    if lines and all(_ASSIGN_RE.match(ln.removeprefix("export ").strip()) for ln in lines) and \
-            not name.endswith(".sh"):
+    if (
+        lines
+        and all(_ASSIGN_RE.match(ln.removeprefix("export ").strip()) for ln in lines)
+        and not name.endswith(".sh")
+    ):
         return "dotenv"
     return "shell"
 
@@ -802,8 +924,10 @@ def parse_file(path: Path, bool_flags: Iterable[str] = (), text: str | None = No
         dropins: list[tuple[Path, str]] = []
         ddir = path.parent / (path.name + ".d")
         if ddir.is_dir():
-            dropins.extend((conf, conf.read_text(encoding="utf-8", errors="replace"))
-                           for conf in sorted(ddir.glob("*.conf")))
+            dropins.extend(
+                (conf, conf.read_text(encoding="utf-8", errors="replace"))
+                for conf in sorted(ddir.glob("*.conf"))
+            )
         return parse_systemd(path, text, dropins, bool_flags)
     if kind == "dotenv":
         return parse_dotenv(path, text)

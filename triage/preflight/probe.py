@@ -33,11 +33,11 @@ from triage.redact import redact
 SECTIONS: dict[str, str] = {
     "versions": "driver, CUDA, NCCL, torch and engine versions",
     "gpu": "nvidia-smi -q essentials: ECC, retired/remapped rows, clocks, throttle reasons, "
-           "persistence, MIG",
+    "persistence, MIG",
     "topology": "nvidia-smi topo -m",
     "nvlink": "nvidia-smi nvlink -s (link state)",
     "kernel": "kernel command line (IOMMU mode) and recent Xid/NVRM/DMAR/AMD-Vi/AER/OOM/hung-task "
-              "kernel messages",
+    "kernel messages",
     "limits": "ulimit -l / -n of this shell",
     "shm": "/dev/shm size and use",
     "disk": "free space where models and caches live",
@@ -52,8 +52,18 @@ KERNEL_LINE_RE = re.compile(
     r"Machine check|mce:",
 )
 _SECRET_NAME_RE = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|AUTH|CREDENTIAL|PRIVATE|_KEY$", re.I)
-_ENV_PREFIXES = ("VLLM_", "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "SGLANG_", "NVIDIA_", "HF_",
-                 "TRITON_", "LD_LIBRARY_PATH")
+_ENV_PREFIXES = (
+    "VLLM_",
+    "NCCL_",
+    "CUDA_",
+    "TORCH_",
+    "PYTORCH_",
+    "SGLANG_",
+    "NVIDIA_",
+    "HF_",
+    "TRITON_",
+    "LD_LIBRARY_PATH",
+)
 _SMI_KEYS = re.compile(
     r"Product Name|Bus Id|Persistence Mode|MIG Mode|Current\s*:|Pending\s*:|ECC|Volatile|Aggregate|"
     r"Single Bit|Double Bit|Retired|Remapp|Correctable|Uncorrectable|Throttle|Event Reasons|"
@@ -81,16 +91,26 @@ def run_command(cmd: list[str], timeout: float) -> tuple[int | None, str, str]:
     if shutil.which(cmd[0]) is None:
         return None, "", f"{cmd[0]} is not on PATH"
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL, errors="replace")
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            errors="replace",
+        )
     except subprocess.TimeoutExpired:
         return None, "", f"`{' '.join(cmd)}` timed out after {timeout:g} s"
     except OSError as exc:
         return None, "", f"`{' '.join(cmd)}` could not start: {exc.strerror or exc}"
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip().splitlines()
-        return proc.returncode, proc.stdout, (f"`{' '.join(cmd)}` exited {proc.returncode}"
-                                              + (f": {err[-1][:200]}" if err else ""))
+        return (
+            proc.returncode,
+            proc.stdout,
+            (f"`{' '.join(cmd)}` exited {proc.returncode}" + (f": {err[-1][:200]}" if err else "")),
+        )
     return 0, proc.stdout, ""
 
 
@@ -128,8 +148,10 @@ class Probe:
             text = proc_version.read_text(errors="replace")
             m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", text)
             sec.data["driver"] = m.group(1) if m else text.splitlines()[0].strip()
-        out = self._cmd(sec, ["nvidia-smi", "--query-gpu=driver_version,name,memory.total",
-                              "--format=csv,noheader"])
+        out = self._cmd(
+            sec,
+            ["nvidia-smi", "--query-gpu=driver_version,name,memory.total", "--format=csv,noheader"],
+        )
         if out:
             rows = [r.strip() for r in out.splitlines() if r.strip()]
             sec.data["gpus"] = rows
@@ -144,8 +166,18 @@ class Probe:
         from importlib import metadata
 
         packages = {}
-        for name in ("torch", "vllm", "sglang", "flashinfer-python", "triton", "nvidia-nccl-cu12",
-                     "nvidia-nccl-cu13", "nvidia-cuda-runtime-cu12", "lmcache", "transformers"):
+        for name in (
+            "torch",
+            "vllm",
+            "sglang",
+            "flashinfer-python",
+            "triton",
+            "nvidia-nccl-cu12",
+            "nvidia-nccl-cu13",
+            "nvidia-cuda-runtime-cu12",
+            "lmcache",
+            "transformers",
+        ):
             try:
                 packages[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
@@ -164,8 +196,9 @@ class Probe:
         sec = Section("gpu")
         out = self._cmd(sec, ["nvidia-smi", "-q"])
         if out:
-            sec.data["essentials"] = [ln.rstrip() for ln in out.splitlines()
-                                      if _SMI_KEYS.search(ln) and ln.strip()][:1500]
+            sec.data["essentials"] = [
+                ln.rstrip() for ln in out.splitlines() if _SMI_KEYS.search(ln) and ln.strip()
+            ][:1500]
             sec.data["gpu_count"] = sum(1 for ln in out.splitlines() if ln.startswith("GPU "))
         return sec
 
@@ -206,8 +239,11 @@ class Probe:
             except OSError as exc:
                 sec.missing.append(f"kernel log {self.o.kernel_log}: {exc.strerror}")
         if lines is None:
-            for cmd in (["dmesg", "-T"], ["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q",
-                                                    "-n", "50000"]):
+            for cmd in (
+                ["dmesg", "-T"],
+                ["dmesg"],
+                ["journalctl", "-k", "-b", "--no-pager", "-q", "-n", "50000"],
+            ):
                 code, out, why = self.run_cmd(cmd, self.o.timeout)
                 if code == 0 and out.strip():
                     lines, source = out.splitlines(), " ".join(cmd)
@@ -221,18 +257,24 @@ class Probe:
                 except OSError as exc:
                     sec.missing.append(f"{kern}: {exc.strerror}")
         if lines is not None:
-            sec.missing = [m for m in sec.missing if not m.startswith(("`dmesg", "`journalctl",
-                                                                        "dmesg", "journalctl"))]
+            sec.missing = [
+                m
+                for m in sec.missing
+                if not m.startswith(("`dmesg", "`journalctl", "dmesg", "journalctl"))
+            ]
             picked = [ln for ln in lines if KERNEL_LINE_RE.search(ln)]
             sec.data["source"] = source
             sec.data["lines_read"] = len(lines)
             sec.data["messages"] = picked[-KERNEL_LINES_MAX:]
-            sec.data["xid"] = sorted({m.group(1) for ln in picked
-                                      for m in [re.search(r"Xid \([^)]*\): (\d+)", ln)] if m})
+            sec.data["xid"] = sorted(
+                {m.group(1) for ln in picked for m in [re.search(r"Xid \([^)]*\): (\d+)", ln)] if m}
+            )
         else:
-            sec.missing.append("kernel messages: none readable (dmesg needs root or "
-                               "kernel.dmesg_restrict=0; try `sudo dmesg -T > dmesg.txt` and "
-                               "`triage probe --kernel-log dmesg.txt`)")
+            sec.missing.append(
+                "kernel messages: none readable (dmesg needs root or "
+                "kernel.dmesg_restrict=0; try `sudo dmesg -T > dmesg.txt` and "
+                "`triage probe --kernel-log dmesg.txt`)"
+            )
         return sec
 
     def limits(self) -> Section:
@@ -256,11 +298,26 @@ class Probe:
     def disk(self) -> Section:
         sec = Section("disk")
         home = Path(self.env.get("HOME", str(Path.home())))
-        candidates = [Path(self.env[k]) for k in ("HF_HOME", "HF_HUB_CACHE", "VLLM_CACHE_ROOT",
-                                                   "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
-                                                   "XDG_CACHE_HOME") if self.env.get(k)]
-        candidates += [home / ".cache" / "huggingface", home / ".cache", Path("/tmp"),
-                       Path("/var/lib/docker"), Path("/var/lib/containerd"), Path.cwd()]
+        candidates = [
+            Path(self.env[k])
+            for k in (
+                "HF_HOME",
+                "HF_HUB_CACHE",
+                "VLLM_CACHE_ROOT",
+                "TRITON_CACHE_DIR",
+                "TORCHINDUCTOR_CACHE_DIR",
+                "XDG_CACHE_HOME",
+            )
+            if self.env.get(k)
+        ]
+        candidates += [
+            home / ".cache" / "huggingface",
+            home / ".cache",
+            Path("/tmp"),
+            Path("/var/lib/docker"),
+            Path("/var/lib/containerd"),
+            Path.cwd(),
+        ]
         candidates += self.o.paths
         seen: set[str] = set()
         for p in candidates:
@@ -273,8 +330,12 @@ class Probe:
                 sec.missing.append(f"{p}: {exc.strerror}")
                 continue
             key = f"{st.f_fsid}"
-            entry = {"path": str(p), "checked": str(q), "free_bytes": st.f_bavail * st.f_frsize,
-                     "total_bytes": st.f_blocks * st.f_frsize}
+            entry = {
+                "path": str(p),
+                "checked": str(q),
+                "free_bytes": st.f_bavail * st.f_frsize,
+                "total_bytes": st.f_blocks * st.f_frsize,
+            }
             sec.data.setdefault("paths", []).append(entry)
             seen.add(key)
         return sec
@@ -288,22 +349,38 @@ class Probe:
             inside.append("podman (/run/.containerenv)")
         try:
             cg = Path("/proc/1/cgroup").read_text(errors="replace")
-            inside.extend(f"cgroup mentions {word}" for word in
-                          ("docker", "kubepods", "containerd", "libpod", "lxc") if word in cg)
+            inside.extend(
+                f"cgroup mentions {word}"
+                for word in ("docker", "kubepods", "containerd", "libpod", "lxc")
+                if word in cg
+            )
         except OSError:
             pass
         if self.env.get("KUBERNETES_SERVICE_HOST"):
             inside.append("kubernetes (KUBERNETES_SERVICE_HOST)")
         sec.data["inside_container"] = inside
-        sec.data["runtimes_on_path"] = [t for t in ("docker", "podman", "nerdctl", "containerd",
-                                                    "nvidia-container-cli", "nvidia-ctk")
-                                        if shutil.which(t)]
-        nodes = sorted(str(p) for pattern in ("nvidia*", "nvidia-caps/*", "dri/*", "infiniband/*")
-                       for p in Path("/dev").glob(pattern))
+        sec.data["runtimes_on_path"] = [
+            t
+            for t in (
+                "docker",
+                "podman",
+                "nerdctl",
+                "containerd",
+                "nvidia-container-cli",
+                "nvidia-ctk",
+            )
+            if shutil.which(t)
+        ]
+        nodes = sorted(
+            str(p)
+            for pattern in ("nvidia*", "nvidia-caps/*", "dri/*", "infiniband/*")
+            for p in Path("/dev").glob(pattern)
+        )
         sec.data["device_nodes"] = nodes
         if not any("nvidia" in n for n in nodes):
-            sec.missing.append("GPU device nodes: no /dev/nvidia* here (no GPU, or none passed "
-                               "into the container)")
+            sec.missing.append(
+                "GPU device nodes: no /dev/nvidia* here (no GPU, or none passed into the container)"
+            )
         return sec
 
     def environment(self) -> Section:
@@ -323,11 +400,19 @@ class Probe:
         sec = Section("p2p")
         cmd = [sys.executable, "-m", "triage.preflight.p2p", "--timeout", str(self.o.p2p_timeout)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                                  timeout=self.o.p2p_timeout + 60, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=self.o.p2p_timeout + 60,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
-            sec.missing.append(f"p2p check did not finish within {self.o.p2p_timeout + 60:g} s "
-                               "(a hang here is itself evidence of a P2P fault)")
+            sec.missing.append(
+                f"p2p check did not finish within {self.o.p2p_timeout + 60:g} s "
+                "(a hang here is itself evidence of a P2P fault)"
+            )
             return sec
         try:
             sec.data.update(json.loads(proc.stdout))
@@ -340,9 +425,18 @@ class Probe:
 
     # -- all --------------------------------------------------------------------------------
     def collect(self) -> dict[str, Any]:
-        steps: list[Callable[[], Section]] = [self.versions, self.gpu, self.topology, self.nvlink,
-                                              self.kernel, self.limits, self.shm, self.disk,
-                                              self.container, self.environment]
+        steps: list[Callable[[], Section]] = [
+            self.versions,
+            self.gpu,
+            self.topology,
+            self.nvlink,
+            self.kernel,
+            self.limits,
+            self.shm,
+            self.disk,
+            self.container,
+            self.environment,
+        ]
         if self.o.p2p:
             steps.append(self.p2p)
         sections: dict[str, Any] = {}
@@ -350,8 +444,9 @@ class Probe:
             try:
                 sec = step()
             except Exception as exc:  # one broken collector never stops the others
-                sec = Section(step.__name__, missing=[f"collector failed: {type(exc).__name__}: "
-                                                      f"{exc}"])
+                sec = Section(
+                    step.__name__, missing=[f"collector failed: {type(exc).__name__}: {exc}"]
+                )
             sec.missing = list(dict.fromkeys(sec.missing))
             sections[sec.name] = sec.to_dict()
         not_collected = [f"{name}: {m}" for name, s in sections.items() for m in s["missing"]]
@@ -385,16 +480,21 @@ def iommu_mode(cmdline: str) -> str:
 def summary_text(bundle: dict[str, Any]) -> str:
     """A log-like summary `triage` can read; kernel lines are copied verbatim."""
     s = bundle["sections"]
-    out = [f"triage probe bundle v{bundle['probe_version']} host={bundle['host']} "
-           f"time={bundle['time']} uid={bundle['uid']}"]
+    out = [
+        f"triage probe bundle v{bundle['probe_version']} host={bundle['host']} "
+        f"time={bundle['time']} uid={bundle['uid']}"
+    ]
 
     def put(section: str, text: str) -> None:
         out.append(f"[{section}] {text}")
 
     v = s.get("versions", {}).get("data", {})
-    put("versions", f"driver={v.get('driver', '?')} "
-                    f"cuda_driver_api={v.get('cuda_driver_api', '?')} nvcc={v.get('nvcc', '?')} "
-                    f"python={v.get('python')} kernel={v.get('kernel')}")
+    put(
+        "versions",
+        f"driver={v.get('driver', '?')} "
+        f"cuda_driver_api={v.get('cuda_driver_api', '?')} nvcc={v.get('nvcc', '?')} "
+        f"python={v.get('python')} kernel={v.get('kernel')}",
+    )
     for name, ver in sorted(v.get("packages", {}).items()):
         put("versions", f"{name}=={ver}")
     for row in v.get("gpus", []):
@@ -414,15 +514,22 @@ def summary_text(bundle: dict[str, Any]) -> str:
         put("limits", f"{name}: soft={val['soft']} hard={val['hard']}")
     sh = s.get("shm", {}).get("data", {})
     if sh:
-        put("shm", f"/dev/shm total={_gib(sh['total_bytes'])} used={_gib(sh['used_bytes'])} "
-                   f"free={_gib(sh['free_bytes'])}")
+        put(
+            "shm",
+            f"/dev/shm total={_gib(sh['total_bytes'])} used={_gib(sh['used_bytes'])} "
+            f"free={_gib(sh['free_bytes'])}",
+        )
     for entry in s.get("disk", {}).get("data", {}).get("paths", []):
-        put("disk", f"{entry['path']}: free={_gib(entry['free_bytes'])} of "
-                    f"{_gib(entry['total_bytes'])}")
+        put(
+            "disk",
+            f"{entry['path']}: free={_gib(entry['free_bytes'])} of {_gib(entry['total_bytes'])}",
+        )
     c = s.get("container", {}).get("data", {})
     inside = ", ".join(c.get("inside_container", [])) or "no sign of a container"
-    put("container", f"inside={inside}"
-                     f" runtimes={','.join(c.get('runtimes_on_path', [])) or 'none on PATH'}")
+    put(
+        "container",
+        f"inside={inside} runtimes={','.join(c.get('runtimes_on_path', [])) or 'none on PATH'}",
+    )
     put("container", f"device nodes: {' '.join(c.get('device_nodes', [])) or 'none'}")
     for name, val in s.get("env", {}).get("data", {}).get("vars", {}).items():
         put("env", f"{name}={val}")
@@ -432,8 +539,9 @@ def summary_text(bundle: dict[str, Any]) -> str:
 
         for ln in summary_lines(p2p):
             put("p2p", ln)
-    out.append(f"kernel messages: ({len(k.get('messages', []))} lines from "
-               f"{k.get('source') or 'nowhere'})")
+    out.append(
+        f"kernel messages: ({len(k.get('messages', []))} lines from {k.get('source') or 'nowhere'})"
+    )
     out.extend(k.get("messages", []))
     out.append("end of kernel messages")
     out.append(f"not collected: {len(bundle['not_collected'])} item(s)")

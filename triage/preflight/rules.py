@@ -87,9 +87,15 @@ def kb_findings(launch: Launch, signatures: Iterable[Signature], ctx: Context) -
                 continue
             fix = sig.fixes[0].do if sig.fixes else None
             finding = Finding(
-                file=item.file, line=item.line, signature=sig.id, layer=sig.layer,
+                file=item.file,
+                line=item.line,
+                signature=sig.id,
+                layer=sig.layer,
                 severity=sig.severity if sig.severity != "info" else "warning",
-                message=check.message, evidence=item.shown(), fix=fix, rule="kb-config",
+                message=check.message,
+                evidence=item.shown(),
+                fix=fix,
+                rule="kb-config",
                 launch=launch.name,
             )
             if check.requires:
@@ -106,8 +112,9 @@ def kb_findings(launch: Launch, signatures: Iterable[Signature], ctx: Context) -
 
 def knob_findings(launch: Launch, ctx: Context) -> list[Finding]:
     """Env vars the release does not read, flags it does not accept, unknown backend names."""
-    engine = launch.engine or ("vllm" if any(i.name.startswith("VLLM_") for i in launch.items
-                                             if i.kind == "env") else None)
+    engine = launch.engine or (
+        "vllm" if any(i.name.startswith("VLLM_") for i in launch.items if i.kind == "env") else None
+    )
     if engine != "vllm":
         return []
     resolved = knobs.resolve(engine, ctx.engine_version, ctx.version_source or "given")
@@ -131,29 +138,74 @@ def knob_findings(launch: Launch, ctx: Context) -> list[Finding]:
             elif repl:
                 msg += f"; did you mean {repl}?"
                 fix = f"Rename it to {repl}"
-            out.append(Finding(item.file, item.line, SIG_ENV_UNKNOWN, "engine", "warning", msg,
-                               item.shown(), fix, "env-unknown", launch.name, confidence,
-                               list(base_notes)))
-        elif (item.kind == "flag" and launch.engine == "vllm"
-              and not knobs.flag_known(item.name, rel)):
+            out.append(
+                Finding(
+                    item.file,
+                    item.line,
+                    SIG_ENV_UNKNOWN,
+                    "engine",
+                    "warning",
+                    msg,
+                    item.shown(),
+                    fix,
+                    "env-unknown",
+                    launch.name,
+                    confidence,
+                    list(base_notes),
+                )
+            )
+        elif (
+            item.kind == "flag" and launch.engine == "vllm" and not knobs.flag_known(item.name, rel)
+        ):
             hist = knobs.history(engine, "flag", item.name, rel)
             near = knobs.closest(item.name, rel.flags)
             msg = f"{item.name} is not a flag of {rel.label()}"
             if hist:
                 msg += f"; {hist}"
             fix = f"Did you mean {near}?" if near else "Remove it (vLLM exits on unknown arguments)"
-            out.append(Finding(item.file, item.line, SIG_FLAG_UNKNOWN, "engine", "error", msg,
-                               item.shown(), fix, "flag-unknown", launch.name, confidence,
-                               list(base_notes)))
-        elif (item.kind == "flag" and item.name == "--attention-backend" and rel.attention_backends
-              and item.value and not item.value.startswith("$")
-              and item.value.upper() not in rel.attention_backends):
+            out.append(
+                Finding(
+                    item.file,
+                    item.line,
+                    SIG_FLAG_UNKNOWN,
+                    "engine",
+                    "error",
+                    msg,
+                    item.shown(),
+                    fix,
+                    "flag-unknown",
+                    launch.name,
+                    confidence,
+                    list(base_notes),
+                )
+            )
+        elif (
+            item.kind == "flag"
+            and item.name == "--attention-backend"
+            and rel.attention_backends
+            and item.value
+            and not item.value.startswith("$")
+            and item.value.upper() not in rel.attention_backends
+        ):
             near = knobs.closest(item.value.upper(), rel.attention_backends, 70.0)
             msg = f"attention backend {item.value} does not exist in {rel.label()}"
             fix = f"Did you mean {near}?" if near else "Remove the flag and let vLLM choose"
-            out.append(Finding(item.file, item.line, SIG_BACKEND_UNKNOWN, "engine", "error", msg,
-                               item.shown(), fix, "backend-unknown", launch.name, confidence,
-                               list(base_notes)))
+            out.append(
+                Finding(
+                    item.file,
+                    item.line,
+                    SIG_BACKEND_UNKNOWN,
+                    "engine",
+                    "error",
+                    msg,
+                    item.shown(),
+                    fix,
+                    "backend-unknown",
+                    launch.name,
+                    confidence,
+                    list(base_notes),
+                )
+            )
     return out
 
 

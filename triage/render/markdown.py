@@ -45,18 +45,24 @@ def fenced(lines: Sequence[str], info: str = "text") -> list[str]:
 def verdict(report: Report) -> str:
     if not report.hypotheses:
         if report.unrecognized:
-            return (f"**triage:** no known failure matched; {len(report.unrecognized)} "
-                    "unrecognized error line(s) below.")
+            return (
+                f"**triage:** no known failure matched; {len(report.unrecognized)} "
+                "unrecognized error line(s) below."
+            )
         return "**triage:** no known failure found in the log."
     top = report.hypotheses[0]
-    return (f"**triage:** most likely **{escape_md(top.title)}** "
-            f"(`{top.signature}`, {top.layer} layer, {top.status}, score {top.score:.2f}).")
+    return (
+        f"**triage:** most likely **{escape_md(top.title)}** "
+        f"(`{top.signature}`, {top.layer} layer, {top.status}, score {top.score:.2f})."
+    )
 
 
 def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]) -> str:
-    out = [f"### {hyp.rank}. {escape_md(hyp.title)}",
-           f"`{hyp.signature}` · layer **{hyp.layer}** · {hyp.severity} · knowledge status "
-           f"**{hyp.status}** · score {hyp.score:.2f}"]
+    out = [
+        f"### {hyp.rank}. {escape_md(hyp.title)}",
+        f"`{hyp.signature}` · layer **{hyp.layer}** · {hyp.severity} · knowledge status "
+        f"**{hyp.status}** · score {hyp.score:.2f}",
+    ]
     if hyp.signature in seen:
         out.append(f"_{escape_md(seen[hyp.signature])}_")
     if hyp.applicability:
@@ -78,8 +84,9 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
         out.append("</details>")
         out.append("")
     if hyp.explains:
-        names = ", ".join(f"`{x.signature}` (lines {', '.join(map(str, x.lines[:6]))})"
-                          for x in hyp.explains)
+        names = ", ".join(
+            f"`{x.signature}` (lines {', '.join(map(str, x.lines[:6]))})" for x in hyp.explains
+        )
         out.append(f"This also explains: {names}.")
         out.append("")
     if hyp.fixes:
@@ -96,8 +103,10 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
         out.extend(f"- {escape_md(v)}" for v in hyp.verify)
         out.append("")
     if hyp.references:
-        out.append("References: " + ", ".join(escape_md(r) if not r.startswith("http") else r
-                                               for r in hyp.references[:6]))
+        out.append(
+            "References: "
+            + ", ".join(escape_md(r) if not r.startswith("http") else r for r in hyp.references[:6])
+        )
         out.append("")
     return "\n".join(out)
 
@@ -115,21 +124,31 @@ def needs_from_reporter(report: Report, extra: Sequence[str] = ()) -> list[str]:
             if d.probe and d.probe not in sections:
                 sections.append(d.probe)
     if sections:
-        asks.append("the bundle of `triage probe` run on the GPU host (it covers: "
-                    + ", ".join(sections) + "); attach it and triage re-ranks with it")
+        asks.append(
+            "the bundle of `triage probe` run on the GPU host (it covers: "
+            + ", ".join(sections)
+            + "); attach it and triage re-ranks with it"
+        )
     if not report.hypotheses or all(h.kind == "symptom" for h in report.hypotheses):
-        for default in ("the complete server log from the launch command on "
-                        "(not only the last traceback)",
-                        "the launch command or compose file",
-                        "`dmesg -T` (or `journalctl -k`) around the time of the failure"):
+        for default in (
+            "the complete server log from the launch command on (not only the last traceback)",
+            "the launch command or compose file",
+            "`dmesg -T` (or `journalctl -k`) around the time of the failure",
+        ):
             if default not in asks:
                 asks.append(default)
     return asks
 
 
-def render_markdown(report: Report, *, limit: int = GITHUB_COMMENT_LIMIT,
-                    seen: dict[str, str] | None = None, asks: Sequence[str] = (),
-                    marker: str = MARKER, notes: Sequence[str] = ()) -> str:
+def render_markdown(
+    report: Report,
+    *,
+    limit: int = GITHUB_COMMENT_LIMIT,
+    seen: dict[str, str] | None = None,
+    asks: Sequence[str] = (),
+    marker: str = MARKER,
+    notes: Sequence[str] = (),
+) -> str:
     """The comment: at most `limit` characters (and bytes), secrets redacted.
 
     `asks` are requests to the reporter from the caller (e.g. the bot noticed the environment
@@ -144,8 +163,14 @@ def render_markdown(report: Report, *, limit: int = GITHUB_COMMENT_LIMIT,
     return head + "\n_(details truncated to fit the comment size limit)_\n"
 
 
-def _render(report: Report, evidence_lines: int, seen: dict[str, str], extra_asks: Sequence[str],
-            marker: str, notes: Sequence[str]) -> str:
+def _render(
+    report: Report,
+    evidence_lines: int,
+    seen: dict[str, str],
+    extra_asks: Sequence[str],
+    marker: str,
+    notes: Sequence[str],
+) -> str:
     parts = [marker, verdict(report), ""]
     if notes:
         parts.extend(notes)
@@ -156,8 +181,9 @@ def _render(report: Report, evidence_lines: int, seen: dict[str, str], extra_ask
     if report.unrecognized:
         parts.append("### Not explained by any known signature")
         shown = report.unrecognized[: max(evidence_lines, 3)]
-        parts.extend(fenced([f"{_code_safe(u.input)}:{u.line}: {_code_safe(u.text[:300])}"
-                             for u in shown]))
+        parts.extend(
+            fenced([f"{_code_safe(u.input)}:{u.line}: {_code_safe(u.text[:300])}" for u in shown])
+        )
         if len(report.unrecognized) > len(shown):
             parts.append(f"_{len(report.unrecognized) - len(shown)} more not shown._")
         parts.append("")

@@ -90,7 +90,7 @@ def render_text(
         )
     if not report.hypotheses and not report.unrecognized:
         con.print(Text("No known failure found.", style="triage.ok"))
-        return buf.getvalue() if stream is None else ""
+        return buf.getvalue() if isinstance(buf, io.StringIO) else ""
     for hyp in report.hypotheses:
         con.print()
         head = Text()
@@ -143,7 +143,9 @@ def render_text(
             for d in open_checks:
                 how = d.ask or ""
                 if d.probe:
-                    how = (how + "; " if how else "") + f"`triage probe` ({d.probe} section), then re-run triage with the bundle"
+                    how = (
+                        how + "; " if how else ""
+                    ) + f"`triage probe` ({d.probe} section), then re-run triage with the bundle"
                 con.print(Text(f"     - {d.branch}: {how}"))
         if explain:
             con.print(Text("   score terms:", style="triage.dim"))
@@ -158,4 +160,4 @@ def render_text(
                 Text(f"  {neutralise(u.input)}:{u.line}{count}: ", style="triage.dim")
                 + Text(neutralise(u.text[:300]))
             )
-    return buf.getvalue() if stream is None else ""
+    return buf.getvalue() if isinstance(buf, io.StringIO) else ""
