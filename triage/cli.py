@@ -162,7 +162,10 @@ def triage_main(argv: list[str]) -> int:
 
     kb = load_current(opts.signatures, opts.kb_path)
     options = RunOptions(
-        engine=opts.engine, max_decompressed=opts.max_decompressed << 20, jobs=opts.jobs
+        engine=opts.engine,
+        max_decompressed=opts.max_decompressed << 20,
+        jobs=opts.jobs,
+        digest=not opts.no_history,  # the digest is the history's content key
     )
     if opts.follow:
         from triage.follow import run_follow

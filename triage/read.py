@@ -80,7 +80,7 @@ def count_breaks(data: bytes) -> int:
     return n
 
 
-INDEX_BLOCK = 1 << 16
+INDEX_BLOCK = 1 << 13
 
 
 def count_breaks_in(data: bytes, start: int, end: int) -> int:
