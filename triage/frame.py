@@ -104,6 +104,8 @@ _HEADERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("uvicorn", re.compile(r"^(?P<level>INFO|WARNING|ERROR|CRITICAL|DEBUG): {1,8}")),
 )
 
+FRAME_HEAD = 4096
+
 _LEVEL_NAMES = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL", "WARN": "WARNING"}
 
 
@@ -111,7 +113,10 @@ def frame_line(line: Line) -> Line:
     """Fill the wrapper fields of a line in place and return it."""
     text = line.text or strip_ansi(line.raw)
     line.text = text
-    rest = text
+    # Wrappers and headers sit at the start: frame a bounded head, so that a 100 MB line costs
+    # what a short one does (the grammars' open-ended classes would otherwise scan all of it).
+    tail = text[FRAME_HEAD:]
+    rest = text[:FRAME_HEAD]
     wrappers: list[str] = []
     for _ in range(6):  # wrappers nest at most a few deep; bounded, never a loop on odd input
         for name, pattern in _OUTER:
@@ -175,7 +180,7 @@ def frame_line(line: Line) -> Line:
     if m:
         line.repeated = int(m.group("n"))
         rest = rest[: m.start()]
-    line.message = rest.strip()
+    line.message = (rest + tail).strip() if tail else rest.strip()
     line.wrappers = tuple(wrappers)
     return line
 

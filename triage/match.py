@@ -27,6 +27,9 @@ KEEP_HITS_PER_PATTERN = 200
 # decisive hit: until then the most recent ones wait here, raw and unframed (bounded per signature).
 PENDING_PER_SIGNATURE = 64
 MAX_PENDING_LINE = 64 << 10
+# Lines longer than this are confirmed on their head and a window around the match.
+LONG_LINE = 256 << 10
+FRAME_HEAD_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +106,7 @@ class Matcher:
             return
         by_line = _locate(segment, raw_hits)
         refs = self.table.refs
-        for (start, end, number_offset), pattern_ids in by_line:
+        for (start, end, number_offset), pattern_ids, last_end in by_line:
             eager = [
                 pid for pid in pattern_ids if self._eager[pid] or refs[pid].owner in self._decided
             ]
@@ -123,10 +126,19 @@ class Matcher:
                     )
             if not eager:
                 continue
+            if end - start > LONG_LINE:
+                # A huge line (a prompt or token dump): keep its head and a window before the
+                # last match end, so decoding and confirming stay cheap.
+                lo = max(start + FRAME_HEAD_BYTES, last_end - LONG_LINE // 4)
+                raw_bytes = (
+                    segment.data[start : start + FRAME_HEAD_BYTES]
+                    + b" ... "
+                    + segment.data[lo : min(end, last_end + 1024)]
+                )
+            else:
+                raw_bytes = segment.data[start:end]
             line = Line(
-                input=segment.input,
-                number=number,
-                raw=segment.data[start:end].decode("utf-8", "replace"),
+                input=segment.input, number=number, raw=raw_bytes.decode("utf-8", "replace")
             )
             frame_line(line)
             self._confirm(line, sorted(eager))
@@ -190,16 +202,18 @@ class Matcher:
 
 def _locate(
     segment: Segment, raw_hits: list[tuple[int, int]]
-) -> list[tuple[tuple[int, int, int], set[int]]]:
+) -> list[tuple[tuple[int, int, int], set[int], int]]:
     """Group (end_offset, pattern) pairs by the line holding the match's last byte.
 
-    Returns ((line_start, line_end, line_index_in_segment), pattern ids) sorted by position.
+    Returns ((line_start, line_end, line_index_in_segment), pattern ids, last match end) sorted
+    by position.
     Every search is bounded by the nearest LF, and line numbers come from the segment's block
     index, so the cost is linear in the candidates, not in the segment."""
     data = segment.data
     raw_hits.sort()
-    out: list[tuple[tuple[int, int, int], set[int]]] = []
+    out: list[tuple[tuple[int, int, int], set[int], int]] = []
     current_ids: set[int] = set()
+    current_last = 0
     current_key: tuple[int, int, int] | None = None
     n = len(data)
     for end, pid in raw_hits:
@@ -208,6 +222,7 @@ def _locate(
             p -= 1
         if current_key is not None and current_key[0] <= p < current_key[1]:
             current_ids.add(pid)
+            current_last = max(current_last, p + 1)
             continue
         lf = data.rfind(b"\n", 0, p + 1)
         cr = data.rfind(b"\r", lf + 1, p + 1)
@@ -218,9 +233,10 @@ def _locate(
         next_cr = data.find(b"\r", start, next_lf)
         line_end = next_cr if next_cr >= 0 else next_lf
         if current_key is not None:
-            out.append((current_key, current_ids))
+            out.append((current_key, current_ids, current_last))
         current_key = (start, line_end, segment.line_index(start))
         current_ids = {pid}
+        current_last = p + 1
     if current_key is not None:
-        out.append((current_key, current_ids))
+        out.append((current_key, current_ids, current_last))
     return out

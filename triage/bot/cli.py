@@ -17,24 +17,20 @@ from typing import Annotated, Any
 import typer
 
 from triage.bot.forge import Comment, Forge
+from triage.cliapp import subcommand_app
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
-def _app(help_text: str) -> typer.Typer:
-    return typer.Typer(
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        help=help_text,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-
-
-comment_app = _app("Print the Markdown comment a bot would post for these logs or issue bodies.")
-bot_app = _app("Answer the issue of a CI event (GitHub Actions, Forgejo/Gitea Actions).")
-serve_app = _app("Run the webhook server for GitHub, Gitea and Forgejo.")
-run_app = _app("Triage a benchmark run directory; write triage.md and triage.json into it.")
-watch_app = _app("Follow a results tree; triage each run that finishes with a failure.")
+comment_app = subcommand_app(
+    "Print the Markdown comment a bot would post for these logs or issue bodies."
+)
+bot_app = subcommand_app("Answer the issue of a CI event (GitHub Actions, Forgejo/Gitea Actions).")
+serve_app = subcommand_app("Run the webhook server for GitHub, Gitea and Forgejo.")
+run_app = subcommand_app(
+    "Triage a benchmark run directory; write triage.md and triage.json into it."
+)
+watch_app = subcommand_app("Follow a results tree; triage each run that finishes with a failure.")
 
 APPS: dict[str, typer.Typer] = {
     "comment": comment_app,

@@ -12,12 +12,12 @@ import getpass
 import json
 import sys
 from collections.abc import Callable, Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
+from triage.cliapp import Output, subcommand_app
 from triage.history import query
 from triage.history.cluster import parse_cluster_id
 from triage.history.schema import HistoryError, opened, resolve
@@ -28,25 +28,15 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Output(StrEnum):
-    text = "text"
-    json = "json"
-
-
-def _app(help_text: str) -> typer.Typer:
-    return typer.Typer(
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        help=help_text,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-
-
-history_app = _app("List recent triage runs recorded in the history database.")
-stats_app = _app("Hit counts per signature over time: first and last seen, per host and version.")
-unknown_app = _app("The queue of unexplained failures: unrecognized lines clustered across runs.")
-draft_app = _app("Write a signature YAML skeleton from a cluster of unrecognized lines.")
-feedback_app = _app("Record a human verdict on a run's diagnosis.")
+history_app = subcommand_app("List recent triage runs recorded in the history database.")
+stats_app = subcommand_app(
+    "Hit counts per signature over time: first and last seen, per host and version."
+)
+unknown_app = subcommand_app(
+    "The queue of unexplained failures: unrecognized lines clustered across runs."
+)
+draft_app = subcommand_app("Write a signature YAML skeleton from a cluster of unrecognized lines.")
+feedback_app = subcommand_app("Record a human verdict on a run's diagnosis.")
 
 APPS: dict[str, typer.Typer] = {
     "history": history_app,

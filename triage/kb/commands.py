@@ -13,12 +13,12 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from triage.cliapp import Output, subcommand_app
 from triage.kb import store
 from triage.kb.schema import Signature
 from triage.textutil import neutralise
@@ -26,26 +26,16 @@ from triage.textutil import neutralise
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
-class Output(StrEnum):
-    text = "text"
-    json = "json"
-
-
-def _app(help_text: str) -> typer.Typer:
-    return typer.Typer(
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        help=help_text,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-
-
-build_app = _app("Compile signatures/ into the SQLite knowledge base (atomic; full-text index).")
-search_app = _app("Full-text search of the knowledge base, with a fuzzy fallback for pasted lines.")
-show_app = _app(
+build_app = subcommand_app(
+    "Compile signatures/ into the SQLite knowledge base (atomic; full-text index)."
+)
+search_app = subcommand_app(
+    "Full-text search of the knowledge base, with a fuzzy fallback for pasted lines."
+)
+show_app = subcommand_app(
     "Show one signature: summary, patterns, differential, fixes, examples, how often it fired."
 )
-stats_app = _app(
+stats_app = subcommand_app(
     "Knowledge base counts: layer, status, severity, fix confidence, never fired, precision."
 )
 
