@@ -76,6 +76,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,1024", help="log sizes in MB, comma-separated")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument(
+        "--vocabulary",
+        choices=("natural", "technical"),
+        default="natural",
+        help="prompt words of the generated log (technical: a stress case dense in log words)",
+    )
+    ap.add_argument(
         "--jobs", type=int, default=2, help="also time triage --jobs N on the largest file"
     )
     args = ap.parse_args()
@@ -116,11 +122,19 @@ def main() -> None:
     results: dict[tuple[str, int], tuple[float, float]] = {}
     sizes = [int(s) for s in args.sizes.split(",")]
     for size in sizes:
-        path = DATA / f"vllm-{size}m.log"
+        path = DATA / f"vllm-{size}m-{args.vocabulary}.log"
         if not path.exists() or path.stat().st_size < (size << 20):
             print(f"generating {path} ...", flush=True)
             subprocess.run(
-                [sys.executable, str(HERE / "genlog.py"), str(path), "--size-mb", str(size)],
+                [
+                    sys.executable,
+                    str(HERE / "genlog.py"),
+                    str(path),
+                    "--size-mb",
+                    str(size),
+                    "--vocabulary",
+                    args.vocabulary,
+                ],
                 check=True,
             )
         mb = path.stat().st_size / 1e6
@@ -170,7 +184,7 @@ def main() -> None:
         print(f"\nscaling: triage time x{grow:.2f} for x{b / a:.1f} input ({a} MB -> {b} MB)")
     # pattern-count scaling: the KB replicated to 2,000 patterns, on the smallest file
     size = sizes[0]
-    path = DATA / f"vllm-{size}m.log"
+    path = DATA / f"vllm-{size}m-{args.vocabulary}.log"
     sig_dir = Path(tempfile.mkdtemp(prefix="triage-bench-sigs-"))
     _write_replicated_kb(sig_dir, 2000)
     env2 = {**env, "TRIAGE_CACHE_DIR": str(DATA / "cache-2000")}

@@ -25,9 +25,12 @@ LOG = ROOT / "examples" / "vllm-kv-cache-oom.log"
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
-    return {"median_ms": round(statistics.median(samples) * 1000, 1),
-            "min_ms": round(min(samples) * 1000, 1), "max_ms": round(max(samples) * 1000, 1),
-            "runs": len(samples)}
+    return {
+        "median_ms": round(statistics.median(samples) * 1000, 1),
+        "min_ms": round(min(samples) * 1000, 1),
+        "max_ms": round(max(samples) * 1000, 1),
+        "runs": len(samples),
+    }
 
 
 def _time(func: Callable[[], object], runs: int) -> list[float]:
@@ -43,8 +46,14 @@ def _phases(code: str, arg: str, env: dict[str, str], runs: int) -> list[list[fl
     """Per-phase seconds printed (as a JSON list) by a fresh interpreter running code."""
     out = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-c", code, arg], env=env, cwd=ROOT,
-                              capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, arg],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         out.append([float(x) for x in json.loads(proc.stdout.strip().splitlines()[-1])])
     return out
 
@@ -70,8 +79,11 @@ def main() -> int:
         tmpdir = Path(tmp)
         ten = tmpdir / "ten.log"
         ten.write_text("".join(LOG.read_text(encoding="utf-8").splitlines(True)[:10]))
-        env = {**os.environ, "TRIAGE_CACHE_DIR": str(tmpdir / "cache"),
-               "TRIAGE_DB": str(tmpdir / "history.db")}
+        env = {
+            **os.environ,
+            "TRIAGE_CACHE_DIR": str(tmpdir / "cache"),
+            "TRIAGE_DB": str(tmpdir / "history.db"),
+        }
         env.pop("TRIAGE_KB", None)
         env.pop("TRIAGE_NO_KB_CACHE", None)
         yaml_env = {**env, "TRIAGE_NO_KB_CACHE": "1"}
@@ -92,13 +104,17 @@ def main() -> int:
         results["stat_key"] = _stats(_time(lambda: store.stat_key(root), opts.runs * 4))
 
         # In a fresh interpreter: imports, load_kb(), Engine(), the first run on the 10 lines.
-        code = ("import json, sys, time; t0 = time.perf_counter(); "
-                "from triage.api import Engine, load_kb; t1 = time.perf_counter(); "
-                "kb = load_kb(); t2 = time.perf_counter(); eng = Engine(kb); "
-                "t3 = time.perf_counter(); eng.run([sys.argv[1]]); t4 = time.perf_counter(); "
-                "print(json.dumps([t1 - t0, t2 - t1, t3 - t2, t4 - t3]))")
-        for label, run_env, n in (("sqlite", env, opts.runs),
-                                  ("yaml", yaml_env, max(2, opts.runs // 2))):
+        code = (
+            "import json, sys, time; t0 = time.perf_counter(); "
+            "from triage.api import Engine, load_kb; t1 = time.perf_counter(); "
+            "kb = load_kb(); t2 = time.perf_counter(); eng = Engine(kb); "
+            "t3 = time.perf_counter(); eng.run([sys.argv[1]]); t4 = time.perf_counter(); "
+            "print(json.dumps([t1 - t0, t2 - t1, t3 - t2, t4 - t3]))"
+        )
+        for label, run_env, n in (
+            ("sqlite", env, opts.runs),
+            ("yaml", yaml_env, max(2, opts.runs // 2)),
+        ):
             rows = _phases(code, str(ten), run_env, n)
             for i, phase in enumerate(("imports", "load_kb", "engine_init", "first_run")):
                 results[f"fresh_{phase}_{label}"] = _stats([r[i] for r in rows])
@@ -117,8 +133,10 @@ def main() -> int:
     print(f"{n_sigs} signatures; compiled in {results['build_s']} s")
     for key, value in results.items():
         if isinstance(value, dict):
-            print(f"  {key:<38} median {value['median_ms']:>8.1f} ms   "
-                  f"(min {value['min_ms']:.1f}, max {value['max_ms']:.1f}, n={value['runs']})")
+            print(
+                f"  {key:<38} median {value['median_ms']:>8.1f} ms   "
+                f"(min {value['min_ms']:.1f}, max {value['max_ms']:.1f}, n={value['runs']})"
+            )
     return 0
 
 

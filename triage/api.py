@@ -168,7 +168,7 @@ class Engine:
                 Unrecognized(
                     input=u.line.input,
                     line=u.line.number,
-                    text=u.line.raw[:2000],
+                    text=(u.line.text or u.line.raw)[:2000],
                     fingerprint=u.fingerprint,
                     count=u.count,
                 )

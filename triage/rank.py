@@ -292,7 +292,7 @@ def _evidence(cand: Candidate) -> list[EvidenceOut]:
         EvidenceOut(
             input=e.line.input,
             line=e.line.number,
-            text=e.line.raw[:2000],
+            text=(e.line.text or e.line.raw)[:2000],
             role=e.role,
             count=e.count,
         )

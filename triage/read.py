@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from triage.textutil import strip_ansi_bytes
-
 CHUNK_SIZE = 16 << 20
 MAX_LINE = 256 << 20
 MAX_DECOMPRESSED = 4 << 30
@@ -80,7 +78,7 @@ def count_breaks(data: bytes) -> int:
     return n
 
 
-INDEX_BLOCK = 1 << 13
+INDEX_BLOCK = 1 << 15
 
 
 def count_breaks_in(data: bytes, start: int, end: int) -> int:
@@ -288,9 +286,9 @@ def _emit(
         chunk = chunk.replace(b"\0", b" ")  # NULs would end C strings in the scanners
     if json_mode:
         chunk = _decode_json_lines(chunk)
-    # a last line without a break counts, even when it held nothing but escape sequences
+    # ANSI colour stays in the bytes: vLLM colours prefixes, levels and timestamps, never the
+    # message, so the scan finds the same lines; candidate lines are stripped before confirmation.
     partial = bool(chunk) and not chunk.endswith((b"\n", b"\r"))
-    chunk = strip_ansi_bytes(chunk)
     total, starts, breaks = index_breaks(chunk)
     lines = total + (1 if partial else 0)
     yield Segment(source.name, chunk, first_line, lines, starts, breaks)
