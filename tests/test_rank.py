@@ -71,3 +71,22 @@ def test_differential_uses_facts(engine: Engine, tmp_path: Path) -> None:
     )
     top = run_text(engine, text, tmp_path).hypotheses[0]
     assert top.fixes[0].likely and "TP + EP" in top.fixes[0].do
+
+
+def test_crash_tail_after_a_diagnosis_is_not_a_new_failure(engine: Engine, tmp_path: Path) -> None:
+    text = (
+        "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  CUDA error: an illegal memory access was encountered\n"
+        "Aborted (core dumped)\n"
+        "vllm.service: Main process exited, code=dumped, status=6/ABRT\n"
+    )
+    report = run_text(engine, text, tmp_path)
+    assert report.hypotheses[0].signature == "cuda-illegal-memory-access"
+    assert not report.unrecognized, [u.text for u in report.unrecognized]
+
+
+def test_crash_without_a_diagnosis_is_still_reported(engine: Engine, tmp_path: Path) -> None:
+    text = "INFO starting\nterminate called after throwing an instance of 'std::bad_alloc'\n"
+    report = run_text(engine, text, tmp_path)
+    assert report.unrecognized and report.unrecognized[0].line == 2

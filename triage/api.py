@@ -139,8 +139,15 @@ class Engine:
             for h in sig_hits
             if h.signature in fired and h.role in ("decisive", "supporting")
         }
+        failure_lines = {
+            (e.input, e.line)
+            for h in hypotheses
+            if h.severity == "error"
+            for e in h.evidence
+            if e.role == "decisive"
+        }
         tracebacks = group_tracebacks(salient_hits)
-        loose = unexplained(salient_hits, explained_lines, tracebacks)
+        loose = unexplained(salient_hits, explained_lines, tracebacks, failure_lines=failure_lines)
         inputs = []
         skipped = []
         for src in sources:

@@ -118,8 +118,17 @@ def unexplained(
     explained_lines: set[tuple[str, int]],
     tracebacks: list[Traceback],
     limit: int = 20,
+    failure_lines: set[tuple[str, int]] | None = None,
 ) -> list[UnexplainedLine]:
-    """Salient lines no signature accounts for, folded by fingerprint."""
+    """Salient lines no signature accounts for, folded by fingerprint.
+
+    A process death reported after a diagnosed failure of the same input (the C++ runtime's
+    "terminate called after throwing", "core dumped", a supervisor's "Main process exited") is
+    that failure's tail, not a new one: `failure_lines` are the lines of error-severity diagnoses."""
+    first_failure: dict[str, int] = {}
+    for input_name, number in failure_lines or ():
+        if number < first_failure.get(input_name, 1 << 62):
+            first_failure[input_name] = number
     explained_fps = set()
     covered_tracebacks: list[Traceback] = []
     by_input_line = {(h.line.input, h.line.number): h.line for h in salient}
@@ -153,6 +162,11 @@ def unexplained(
             continue  # an INFO/WARNING line that merely names an exception class
         stream = process_key(line)
         if any(a <= line.number <= b for a, b in spans.get(stream, ())):
+            continue
+        if (
+            hit.signature in ("fatal", "exit")
+            and first_failure.get(line.input, 1 << 62) < line.number
+        ):
             continue
         fp = mask(text)
         if fp in explained_fps:
