@@ -30,11 +30,13 @@ from triage.models import Hypothesis, InputInfo, Report, Unrecognized
 
 CORPUS = ROOT / "corpus"
 # Real logs whose reports carry unrecognized lines: the NCCL "internal error" pair shares
-# "ncclInternalError: Internal check failed." and the two systemd logs differ only in the unit name.
+# "ncclInternalError: Internal check failed." and the two systemd exits differ only in the unit
+# name. The exits are cut out of their logs (line 2 and line 49): after the diagnosed failure that
+# precedes them in the full log they are that failure's tail, not unrecognized.
 NCCL_A = CORPUS / "engine" / "nccl-2.14-no-socket-interface-internal-error.log"
 NCCL_B = CORPUS / "engine" / "nccl-vllm-ray-proxy-call-connect-failed.log"
-UNIT_A = CORPUS / "node" / "seed-N14-invalid-wheel-filename.log"
-UNIT_B = CORPUS / "engine" / "seed-e25-qwen38-awq-vision-tower-tp2.log"
+UNIT_A_SOURCE = (CORPUS / "node" / "seed-N14-invalid-wheel-filename.log", 2)
+UNIT_B_SOURCE = (CORPUS / "engine" / "seed-e25-qwen38-awq-vision-tower-tp2.log", 49)
 KV_OOM = ROOT / "examples" / "vllm-kv-cache-oom.log"
 runner = CliRunner()
 DAY = 86400.0
@@ -54,10 +56,24 @@ def kb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _excerpt(source: tuple[Path, int], target: Path) -> Path:
+    path, line = source
+    target.write_bytes(path.read_bytes().splitlines(keepends=True)[line - 1])
+    return target
+
+
+# names of the excerpts, written to a temporary directory by the `reports` fixture
+UNIT_A = Path("unit-exit-vllm-venv.log")
+UNIT_B = Path("unit-exit-vllm.log")
+
+
 @pytest.fixture(scope="module")
-def reports(kb_path: Path) -> dict[str, Report]:
+def reports(kb_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
     engine = Engine(store.load_current(default_signature_dir(), kb_path))
-    return {p.name: engine.run([str(p)]) for p in (NCCL_A, NCCL_B, UNIT_A, UNIT_B, KV_OOM)}
+    out = tmp_path_factory.mktemp("units")
+    unit_a = _excerpt(UNIT_A_SOURCE, out / UNIT_A.name)
+    unit_b = _excerpt(UNIT_B_SOURCE, out / UNIT_B.name)
+    return {p.name: engine.run([str(p)]) for p in (NCCL_A, NCCL_B, unit_a, unit_b, KV_OOM)}
 
 
 @pytest.fixture
