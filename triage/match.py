@@ -85,7 +85,16 @@ class MatchResult:
 class Matcher:
     def __init__(self, table: PatternTable, engine: str | None = None) -> None:
         self.table = table
-        self.scanner: Scanner = make_scanner(table.patterns, engine)
+        # One scanner pattern per distinct regex (signatures share evidence patterns such as
+        # 'NVRM: Xid'); each reports back to every table entry that uses it.
+        unique: dict[str, int] = {}
+        self._users: list[list[int]] = []
+        for pid, regex in enumerate(table.patterns):
+            if regex not in unique:
+                unique[regex] = len(self._users)
+                self._users.append([])
+            self._users[unique[regex]].append(pid)
+        self.scanner: Scanner = make_scanner(list(unique), engine)
         self.result = MatchResult()
         self.kinds_seen: set[str] = set()
         self._decided: set[str] = set()  # signatures with a confirmed decisive hit
@@ -101,9 +110,11 @@ class Matcher:
 
     def feed(self, segment: Segment) -> None:
         """Scan one segment and confirm its candidate lines."""
-        raw_hits = self.scanner.scan(segment.data)
-        if not raw_hits:
+        scanned = self.scanner.scan(segment.data)
+        if not scanned:
             return
+        users = self._users
+        raw_hits = [(end, pid) for end, upid in scanned for pid in users[upid]]
         by_line = _locate(segment, raw_hits)
         refs = self.table.refs
         for (start, end, number_offset), pattern_ids, last_end in by_line:
