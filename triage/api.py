@@ -42,6 +42,16 @@ def load_kb(root: Path | None = None) -> KnowledgeBase:
 
 
 @dataclass
+class InputSpec:
+    """One input: a path, or a stream (stdin, an in-memory text) when path is None."""
+
+    name: str
+    path: Path | None = None
+    stream: BinaryIO | None = None
+    first_line: int = 1  # the number of its first line (an excerpt of a larger text)
+
+
+@dataclass
 class RunOptions:
     chunk_size: int = CHUNK_SIZE
     max_decompressed: int = MAX_DECOMPRESSED
@@ -67,22 +77,28 @@ class Engine:
     def run(self, args: Sequence[str], stdin: BinaryIO | None = None) -> Report:
         """Triage the named inputs ('-' is stdin; directories are walked)."""
         pairs = expand_inputs(list(args) or ["-"])
+        specs = [InputSpec(name, path, stdin if path is None else None) for name, path in pairs]
+        return self.run_inputs(specs, strict=len(pairs) == 1)
+
+    def run_inputs(self, specs: Sequence[InputSpec], *, strict: bool = False) -> Report:
+        """Triage inputs given as paths or streams. With `strict`, an input that cannot be read
+        raises InputError; otherwise it is recorded as skipped."""
         matcher = self.new_matcher()
         sources: list[Source] = []
         samples: dict[str, list[Line]] = {}
         digests: dict[str, str] = {}
-        single = len(pairs) == 1
-        for name, path in pairs:
+        for spec in specs:
+            name, path = spec.name, spec.path
             try:
                 source, segments = read_source(
                     name,
                     path,
                     chunk_size=self.options.chunk_size,
                     max_decompressed=self.options.max_decompressed,
-                    stdin=stdin,
+                    stdin=spec.stream,
                 )
             except InputError:
-                if single:
+                if strict:
                     raise
                 sources.append(Source(name=name, path=path, skipped="unreadable"))
                 continue
@@ -91,19 +107,20 @@ class Engine:
             if self.options.jobs > 1 and path is not None and _splittable(path):
                 from triage.parallel import scan_parallel
 
-                samples[name] = _sample(_head(path), name, 1)
+                samples[name] = sample_lines(_head(path), name, 1)
                 scan_parallel(self, matcher, source, path, self.options.jobs)
                 digests[name] = ""
                 continue
             try:
                 for seg in segments:
+                    seg.first_line += spec.first_line - 1
                     if self.options.digest:
                         digest = zlib.crc32(seg.data, digest)
                     if name not in samples:
-                        samples[name] = _sample(seg.data, seg.input, seg.first_line)
+                        samples[name] = sample_lines(seg.data, seg.input, seg.first_line)
                     matcher.feed(seg)
             except InputError as exc:
-                if single:
+                if strict:
                     raise
                 source.skipped = str(exc)
             digests[name] = f"crc32:{digest:08x}" if self.options.digest else ""
@@ -116,7 +133,6 @@ class Engine:
         samples: dict[str, list[Line]],
         digests: dict[str, str],
     ) -> Report:
-        kinds = {r.owner: r.kind for r in self.table.refs}
         sig_hits: list[Hit] = []
         fact_hits: list[Hit] = []
         salient_hits: list[Hit] = []
@@ -128,7 +144,6 @@ class Engine:
                 fact_hits.append(hit)
             else:
                 salient_hits.append(hit)
-        del kinds
         facts = collect_facts(fact_hits)
         hypotheses = rank(self.kb.by_id, sig_hits, facts)
         fired = {h.signature for h in hypotheses} | {
@@ -206,7 +221,7 @@ def _head(path: Path) -> bytes:
         return fh.read(1 << 16)
 
 
-def _sample(data: bytes, name: str, first_line: int) -> list[Line]:
+def sample_lines(data: bytes, name: str, first_line: int) -> list[Line]:
     """Frame the first lines of an input to name its format (cheap: a few hundred lines)."""
     head = data[: 1 << 16].decode("utf-8", "replace")
     out = []

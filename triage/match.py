@@ -79,7 +79,6 @@ class MatchResult:
     hits: list[Hit] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # pattern id -> total
     last_line: dict[int, Line] = field(default_factory=dict)  # pattern id -> last confirmed line
-    unconfirmed: int = 0
 
 
 class Matcher:
@@ -96,7 +95,6 @@ class Matcher:
             self._users[unique[regex]].append(pid)
         self.scanner: Scanner = make_scanner(list(unique), engine)
         self.result = MatchResult()
-        self.kinds_seen: set[str] = set()
         self._decided: set[str] = set()  # signatures with a confirmed decisive hit
         self._pending: dict[str, deque[tuple[str, int, bytes, list[int]]]] = {}
         self._eager = [
@@ -172,7 +170,6 @@ class Matcher:
                 found = compile_linear(ref.regex).search(text)
             except TimeoutError:
                 found, confirmed = None, False
-                self.result.unconfirmed += 1
             if found is None and confirmed:
                 continue
             if ref.kind == "sig":
@@ -197,7 +194,6 @@ class Matcher:
                     confirmed=confirmed,
                 )
             )
-            self.kinds_seen.add(ref.kind)
             if ref.kind == "sig" and ref.role == "decisive" and ref.owner not in self._decided:
                 self._release(ref.owner)
 

@@ -222,9 +222,7 @@ def iter_segments(
                 continue
         chunk, carry = buf[:cut], buf[cut:]
         if json_mode is None:
-            json_mode = _looks_like_json_lines(chunk)
-            if json_mode:
-                source.fmt = "json-lines"
+            json_mode = _sniff_json(chunk, source)
         for seg in _emit(chunk, source, next_line, json_mode):
             yield seg
             next_line += seg.lines
@@ -254,9 +252,7 @@ def iter_mmap_segments(
                 data = mm[pos:end]
                 source.bytes += len(data)
                 if json_mode is None:
-                    json_mode = _looks_like_json_lines(data)
-                    if json_mode:
-                        source.fmt = "json-lines"
+                    json_mode = _sniff_json(data, source)
                 for seg in _emit(data, source, next_line, json_mode):
                     yield seg
                     next_line += seg.lines
@@ -267,11 +263,6 @@ def iter_mmap_segments(
             source.lines = next_line - 1
         finally:
             mm.close()
-
-
-def _lines_in(buf: bytes) -> int:
-    n = count_breaks(buf)
-    return n + (0 if buf.endswith((b"\n", b"\r")) else 1)
 
 
 def _emit(
@@ -292,6 +283,14 @@ def _emit(
     total, starts, breaks = index_breaks(chunk)
     lines = total + (1 if partial else 0)
     yield Segment(source.name, chunk, first_line, lines, starts, breaks)
+
+
+def _sniff_json(chunk: bytes, source: Source) -> bool:
+    """Decide once per input, on its first chunk, whether it is one JSON object per line."""
+    if _looks_like_json_lines(chunk):
+        source.fmt = "json-lines"
+        return True
+    return False
 
 
 def _looks_like_json_lines(chunk: bytes) -> bool:

@@ -144,6 +144,16 @@ class HyperscanScanner:
 
     def _compile(self, exprs: list[bytes]) -> Any:
         flags = [_hs.HS_FLAG_MULTILINE] * len(exprs)
+        db = _hs.Database()
+        if not exprs:
+            return db
+        try:
+            db.compile(
+                expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags
+            )
+            return db
+        except Exception:
+            pass  # some pattern needs prefilter mode: find which, one compile each
         for i, expr in enumerate(exprs):
             single = _hs.Database()
             try:
@@ -152,10 +162,7 @@ class HyperscanScanner:
                 flags[i] |= _hs.HS_FLAG_PREFILTER
                 self.prefiltered.append(i)
         db = _hs.Database()
-        if exprs:
-            db.compile(
-                expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags
-            )
+        db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
         return db
 
     def scan(self, data: bytes) -> list[tuple[int, int]]:

@@ -12,9 +12,6 @@ import re
 _ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]"
 )
-_ANSI_BYTES_RE = re.compile(
-    rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]"
-)
 _ANSI_REMNANT_RE = re.compile(r"\[(?:[0-9]{1,3};)*[0-9]{1,3}m")
 
 
@@ -25,13 +22,6 @@ def strip_ansi(text: str) -> str:
     if "m" in text and "[" in text:
         text = _ANSI_REMNANT_RE.sub("", text)
     return text
-
-
-def strip_ansi_bytes(data: bytes) -> bytes:
-    """Remove real ANSI escape sequences from bytes (remnants are left to the framer)."""
-    if b"\x1b" not in data:
-        return data
-    return _ANSI_BYTES_RE.sub(b"", data)
 
 
 # Masks for fingerprints, applied in order; each says why it exists.

@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triage.api import Engine
+from triage.api import Engine, InputSpec
 from triage.bot.collect_env import fact_lines, parse_collect_env
 from triage.bot.issue import ParsedIssue
-from triage.frame import frame_line
-from triage.models import Line, Report
-from triage.read import InputError, Source, read_source
+from triage.models import Report
 from triage.redact import redact
 from triage.render.markdown import render_markdown
 
@@ -55,47 +53,12 @@ def run_engine(
     engine: Engine, texts: Sequence[TextInput], files: Sequence[tuple[str, Path]] = ()
 ) -> Report:
     """Triage in-memory texts (redacted first) and files, as `Engine.run` does for paths."""
-    matcher = engine.new_matcher()
-    sources: list[Source] = []
-    samples: dict[str, list[Line]] = {}
-    digests: dict[str, str] = {}
-    items: list[tuple[str, Path | None, bytes | None, int]] = [
-        (t.name, None, redact(t.text).encode("utf-8"), t.first_line) for t in texts
+    specs = [
+        InputSpec(t.name, None, io.BytesIO(redact(t.text).encode("utf-8")), t.first_line)
+        for t in texts
     ]
-    items.extend((name, path, None, 1) for name, path in files)
-    for name, path, data, first in items:
-        try:
-            source, segments = read_source(
-                name,
-                path,
-                stdin=io.BytesIO(data) if data is not None else None,
-                max_decompressed=engine.options.max_decompressed,
-            )
-        except InputError:
-            sources.append(Source(name=name, path=path, skipped="unreadable"))
-            continue
-        sources.append(source)
-        digest = hashlib.sha256()
-        try:
-            for seg in segments:
-                seg.first_line += first - 1
-                digest.update(seg.data)
-                if name not in samples:
-                    samples[name] = _sample(seg.data, name, seg.first_line)
-                matcher.feed(seg)
-        except InputError as exc:
-            source.skipped = str(exc)
-        digests[name] = digest.hexdigest()[:16]
-    return engine.report(matcher, sources, samples, digests)
-
-
-def _sample(data: bytes, name: str, first_line: int) -> list[Line]:
-    head = data[: 1 << 16].decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
-    return [
-        frame_line(Line(input=name, number=first_line + i, raw=raw))
-        for i, raw in enumerate(head.split("\n")[:200])
-        if raw.strip()
-    ]
+    specs += [InputSpec(name, path) for name, path in files]
+    return engine.run_inputs(specs)
 
 
 def redact_obj(obj: Any) -> Any:
