@@ -746,14 +746,7 @@ def parse_compose(
         tokens = _tokens_from(_get(svc, "entrypoint"), interp, src) + _tokens_from(
             _get(svc, "command"), interp, src
         )
-        found = _engine_start(tokens)
-        if found:
-            launch.engine, at = found
-            launch.items.extend(engine_flags(tokens[at:], file, bool_flags))
-        elif _engine_image(launch.image):
-            launch.engine = _engine_image(launch.image)
-            launch.items.extend(engine_flags(tokens, file, bool_flags))
-        _container_facts(launch, file, launch.line)
+        _container_launch(launch, tokens, file, bool_flags)
         launches.append(launch)
     return launches
 
@@ -845,16 +838,23 @@ def parse_kubernetes(
                 tokens = _tokens_from(_get(c, "command"), {}, src) + _tokens_from(
                     _get(c, "args"), {}, src
                 )
-                found = _engine_start(tokens)
-                if found:
-                    launch.engine, at = found
-                    launch.items.extend(engine_flags(tokens[at:], file, bool_flags))
-                elif _engine_image(launch.image):
-                    launch.engine = _engine_image(launch.image)
-                    launch.items.extend(engine_flags(tokens, file, bool_flags))
-                _container_facts(launch, file, launch.line)
+                _container_launch(launch, tokens, file, bool_flags)
                 launches.append(launch)
     return launches
+
+
+def _container_launch(
+    launch: Launch, tokens: list[Token], file: str, bool_flags: Iterable[str]
+) -> None:
+    """The engine a container runs (from its command, else its image) and its flags and facts."""
+    found = _engine_start(tokens)
+    if found:
+        launch.engine, at = found
+        launch.items.extend(engine_flags(tokens[at:], file, bool_flags))
+    elif _engine_image(launch.image):
+        launch.engine = _engine_image(launch.image)
+        launch.items.extend(engine_flags(tokens, file, bool_flags))
+    _container_facts(launch, file, launch.line)
 
 
 def parse_llama_swap(
