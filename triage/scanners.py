@@ -38,9 +38,10 @@ class Scanner(Protocol):
 
 
 # Bump when `to_bytes_pattern` changes: cached databases are keyed by the raw patterns and this.
-TRANSLATION_VERSION = 2
+TRANSLATION_VERSION = 3
 
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+_COUNTED = re.compile(r"\{(\d+)(,)?(\d*)\}")
 _WIDEN = {"w": r"\w\x80-\xff", "d": r"\d\x80-\xff", "s": r"\s\x80-\xff"}
 
 
@@ -80,7 +81,18 @@ def to_bytes_pattern(pattern: str) -> str:
         if in_class and ch == "]":
             in_class = False
         if not in_class and ch == "." and (i + 1 >= n or pattern[i + 1] not in "*+"):
-            # one character may be up to 4 UTF-8 bytes (a typographic apostrophe in "couldn't")
+            # one character may be up to 4 UTF-8 bytes (a typographic apostrophe in "couldn't");
+            # a counted `.{m,n}` becomes one flat `[^\\n]{m,4n}`, never a nested repetition
+            # that a backtracking engine could explode on
+            counted = _COUNTED.match(pattern, i + 1)
+            if counted:
+                low, comma, high = counted.groups()
+                if not comma:
+                    high = low
+                upper = str(4 * int(high)) if high else ""
+                out.append(f"[^\\n]{{{low},{upper}}}")
+                i = counted.end()
+                continue
             out.append("(?:[^\\n]{1,4})")
             i += 1
             continue
@@ -186,8 +198,14 @@ def _hs_version() -> str:
         return "unknown"
 
 
+_UPPER_BOUND = re.compile(rb"\{(\d+)(?:,\d*)?\}")
+
+
 class Re2SetScanner:
-    """RE2 Set over blocks: which patterns occur in a block, then locate them with single RE2s."""
+    """RE2 Set over blocks: which patterns occur in a block, then locate them with single RE2s.
+
+    Patterns and data are bytes under RE2's Latin-1 mode: one byte, one character, the same
+    superset rewriting as for Hyperscan."""
 
     name = "re2"
     BLOCK = 256 << 10
@@ -202,31 +220,39 @@ class Re2SetScanner:
         self._set = _re2.Set.SearchSet(opts)
         self._singles = []
         for p in patterns:
-            bp = to_bytes_pattern(p)
+            # (?m): ^ and $ at line breaks, as Hyperscan's HS_FLAG_MULTILINE
+            bp = b"(?m)" + to_bytes_pattern(p).encode("utf-8", "surrogatepass")
+            try:
+                single = _re2.compile(bp, opts)
+            except Exception:
+                # RE2 caps counted repetition at 1000 (a widened `.{1,400}` exceeds it): drop
+                # the upper bounds, a superset that confirmation narrows again.
+                bp = _UPPER_BOUND.sub(rb"{\1,}", bp)
+                single = _re2.compile(bp, opts)
             self._set.Add(bp)
-            self._singles.append(_re2.compile(bp, opts))
+            self._singles.append(single)
         self._set.Compile()
 
     def scan(self, data: bytes) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
-        text = data.decode("latin-1")
+        view = memoryview(data)
         start = 0
-        n = len(text)
+        n = len(data)
         while start < n:
             end = min(n, start + self.BLOCK)
             if end < n:
-                nl = text.find("\n", end)
+                nl = data.find(b"\n", end)
                 end = n if nl < 0 else nl + 1
-            block_ids = self._set.Match(text[start:end])
+            block_ids = self._set.Match(view[start:end]) or ()
             for pid in block_ids:
                 regex = self._singles[pid]
                 pos = start
                 while pos < end:
-                    m = regex.search(text, pos, end)
+                    m = regex.search(data, pos, end)
                     if m is None:
                         break
                     hits.append((max(m.end(), m.start() + 1), pid))
-                    nl = text.find("\n", m.end() if m.end() > m.start() else m.start() + 1)
+                    nl = data.find(b"\n", m.end() if m.end() > m.start() else m.start() + 1)
                     pos = end if nl < 0 else nl + 1
             start = end
         return hits
@@ -238,7 +264,10 @@ class ReScanner:
     name = "re"
 
     def __init__(self, patterns: Sequence[str]) -> None:
-        self._compiled = [re.compile(to_bytes_pattern(p).encode()) for p in patterns]
+        self._compiled = [
+            re.compile(to_bytes_pattern(p).encode("utf-8", "surrogatepass"), re.MULTILINE)
+            for p in patterns
+        ]
 
     def scan(self, data: bytes) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []

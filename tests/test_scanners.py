@@ -1,0 +1,55 @@
+"""Every scanning engine finds the same confirmed hits: the fallbacks are not second-class."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from triage.api import Engine, KnowledgeBase, RunOptions
+from triage.read import read_source
+from triage.scanners import available_engines, to_bytes_pattern
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS_LOGS = sorted((ROOT / "corpus").rglob("*.log"))
+
+
+def _confirmed_hits(kb: KnowledgeBase, engine_name: str) -> set[tuple[str, int, int]]:
+    engine = Engine(kb, RunOptions(engine=engine_name))
+    matcher = engine.new_matcher()
+    assert matcher.engine == engine_name
+    for path in CORPUS_LOGS:
+        name = str(path.relative_to(ROOT))
+        _, segments = read_source(name, path)
+        for segment in segments:
+            matcher.feed(segment)
+    return {(h.line.input, h.line.number, h.pattern_index) for h in matcher.result.hits}
+
+
+@pytest.fixture(scope="module")
+def reference_hits(kb: KnowledgeBase) -> set[tuple[str, int, int]]:
+    return _confirmed_hits(kb, available_engines()[0])
+
+
+@pytest.mark.parametrize("engine_name", available_engines()[1:])
+def test_fallback_engines_find_the_same_hits_on_the_corpus(
+    kb: KnowledgeBase, reference_hits: set[tuple[str, int, int]], engine_name: str
+) -> None:
+    assert len(reference_hits) > 1000  # the corpus is real work, not a token sample
+    found = _confirmed_hits(kb, engine_name)
+    assert found == reference_hits, (
+        f"{engine_name} missed {sorted(reference_hits - found)[:5]}, "
+        f"added {sorted(found - reference_hits)[:5]}"
+    )
+
+
+def test_re2_accepts_every_pattern_despite_its_repetition_cap(kb: KnowledgeBase) -> None:
+    """RE2 refuses counted repetitions over 1000; widened `.{1,400}` needs its relaxed form."""
+    pytest.importorskip("re2")
+    from triage.scanners import Re2SetScanner
+
+    widened = to_bytes_pattern("Loading lora .{1,400} failed")
+    assert "{1,1600}" in widened
+    scanner = Re2SetScanner(["Loading lora .{1,400} failed"])
+    line = b"x\nLoading lora " + "é".encode() * 300 + b" failed\n"
+    assert scanner.scan(line) == [(len(line) - 1, 0)]
