@@ -402,3 +402,39 @@ def test_signature_loader_deep_nesting_is_a_load_error(tmp_path: Path, text: str
     path.write_text(text)
     sig, errors = load_signature_file(path)
     assert sig is None and errors
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.binary(max_size=3000).map(lambda b: bytes(b"a\r\n"[x % 3] for x in b)))
+def test_vector_line_index_equals_the_byte_count(data: bytes) -> None:
+    """The numpy index of large segments and the bytes.count index agree on every line start."""
+    from triage import read
+
+    saved = read.INDEX_BLOCK, read.FEW_CRS
+    read.INDEX_BLOCK = 16  # many blocks, and CRLFs split between two of them
+    try:
+        _check_indexes(data)
+        read.FEW_CRS = 1  # the numpy search for CRs of CRLF files
+        _check_indexes(data)
+    finally:
+        read.INDEX_BLOCK, read.FEW_CRS = saved
+
+
+def _check_indexes(data: bytes) -> None:
+    from triage import read
+
+    vector = read._index_breaks_vector(data)
+    assert vector is not None
+    total, before = vector
+    plain_total, plain_before = read.index_breaks(data)  # small data: the bytes.count path
+    assert total == plain_total == count_breaks(data)
+    assert [int(x) for x in before[: len(plain_before)]] == list(plain_before)
+    for cls in (read.Segment("v", data, 1, 0, before), read.Segment("p", data, 1, 0, plain_before)):
+        for offset in range(len(data) + 1):
+            starts_line = (
+                offset == 0
+                or data[offset - 1 : offset] == b"\n"
+                or (data[offset - 1 : offset] == b"\r" and data[offset : offset + 1] != b"\n")
+            )
+            if starts_line and offset < len(data):
+                assert cls.line_index(offset) == count_breaks(data[:offset])

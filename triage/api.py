@@ -136,7 +136,14 @@ class Engine:
         sig_hits: list[Hit] = []
         fact_hits: list[Hit] = []
         salient_hits: list[Hit] = []
-        for hit in matcher.result.hits:
+        # Input order, whatever order the scan confirmed them in (supporting lines wait for their
+        # decisive line; --jobs workers finish in any order): reports depend on the input only.
+        position = {src.name: i for i, src in enumerate(sources)}
+        ordered = sorted(
+            matcher.result.hits,
+            key=lambda h: (position.get(h.line.input, -1), h.line.number, h.pattern_index),
+        )
+        for hit in ordered:
             ref = self.table.refs[hit.pattern_index]
             if ref.kind in ("sig", "diff"):
                 sig_hits.append(hit)

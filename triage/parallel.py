@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triage.read import CHUNK_SIZE, Source, iter_segments
+from triage.match import KEEP_HITS_PER_PATTERN
+from triage.read import CHUNK_SIZE, Source, iter_mmap_segments
 
 if TYPE_CHECKING:
     from triage.api import Engine
@@ -38,20 +40,6 @@ class RangeResult:
     ends_with_break: bool = True
 
 
-class _RangeReader:
-    def __init__(self, path: Path, start: int, end: int) -> None:
-        self._fh = path.open("rb")
-        self._fh.seek(start)
-        self._left = end - start
-
-    def read(self, size: int) -> bytes:
-        if self._left <= 0:
-            return b""
-        data = self._fh.read(min(size, self._left))
-        self._left -= len(data)
-        return data
-
-
 def split_points(path: Path, jobs: int) -> list[tuple[int, int]]:
     size = path.stat().st_size
     cuts = [0]
@@ -71,9 +59,9 @@ def _scan_range(args: tuple[str, str, int, int]) -> RangeResult:
     assert _ENGINE is not None
     matcher = _ENGINE.new_matcher()
     source = Source(name=name, path=Path(path_str))
-    reader = _RangeReader(Path(path_str), start, end)
     last = b""
-    for seg in iter_segments(reader, source, chunk_size=CHUNK_SIZE):
+    segments = iter_mmap_segments(Path(path_str), source, CHUNK_SIZE, byte_range=(start, end))
+    for seg in segments:
         matcher.feed(seg)
         last = seg.data[-1:] if seg.data else last
     pending = {owner: list(q) for owner, q in matcher._pending.items()}
@@ -101,9 +89,14 @@ def scan_parallel(engine: Engine, matcher: Matcher, source: Source, path: Path, 
     offset = 0
     all_pending: list[tuple[str, int, bytes, list[int]]] = []
     owners: dict[int, str] = {}
+    kept: dict[int, int] = defaultdict(int)
     for res in results:
         shifted: set[int] = set()
         for hit in res.hits:
+            # the first KEEP_HITS_PER_PATTERN in input order, as one process keeps them
+            kept[hit.pattern_index] += 1
+            if kept[hit.pattern_index] > KEEP_HITS_PER_PATTERN:
+                continue
             if id(hit.line) not in shifted:  # hits on one line share its Line object
                 shifted.add(id(hit.line))
                 hit.line.number += offset

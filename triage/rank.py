@@ -125,12 +125,14 @@ def applicability(sig: Signature, facts: dict[str, Any]) -> str | None:
 
 def build_candidates(signatures: dict[str, Signature], hits: Sequence[Hit]) -> list[Candidate]:
     cands: dict[str, Candidate] = {}
-    for hit in hits:
+    first_decisive: dict[str, int] = {}  # candidates in the order of their first decisive hit
+    for n, hit in enumerate(hits):
         sig = signatures.get(hit.signature)
         if sig is None:
             continue
         cand = cands.setdefault(sig.id, Candidate(sig))
         if hit.role == "decisive":
+            first_decisive.setdefault(sig.id, n)
             cand.decisive.append(hit)
         elif hit.role == "supporting":
             cand.supporting.append(hit)
@@ -155,6 +157,7 @@ def build_candidates(signatures: dict[str, Signature], hits: Sequence[Hit]) -> l
                 )
             ]
         out.append(cand)
+    out.sort(key=lambda c: first_decisive[c.sig.id])
     return out
 
 
@@ -286,7 +289,12 @@ def rank(
 
 def _evidence(cand: Candidate) -> list[EvidenceOut]:
     evidence: list[Evidence] = fold_evidence(cand.decisive) + fold_evidence(cand.supporting)
-    for hits in cand.diff_evidence.values():
+    # branches in order of their first line, whatever order the scan confirmed them in
+    branches = sorted(
+        cand.diff_evidence.values(),
+        key=lambda hits: min((h.line.input, h.line.number) for h in hits),
+    )
+    for hits in branches:
         evidence += fold_evidence(hits)
     return [
         EvidenceOut(

@@ -18,11 +18,10 @@ import os
 import re
 import sys
 import zlib
-from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 CHUNK_SIZE = 16 << 20
 MAX_LINE = 256 << 20
@@ -43,17 +42,17 @@ class Segment:
     data: bytes
     first_line: int  # 1-based number of the first line in data
     lines: int  # number of line starts in data (a trailing partial line counts)
-    # Line-break index: block start offsets and the breaks before each block, so that the matcher
-    # finds a candidate's line number by counting inside one block, never the segment again.
-    block_starts: list[int] = field(default_factory=list)
-    block_breaks: list[int] = field(default_factory=list)
+    # Line-break index: the breaks before each INDEX_BLOCK-sized block of data, so that the
+    # matcher finds a candidate's line number by counting inside one block, never the segment.
+    block_breaks: Sequence[int] = ()
 
     def line_index(self, offset: int) -> int:
         """0-based index of the line starting at `offset` (a line start) within this segment."""
-        if not self.block_starts:
+        if len(self.block_breaks) == 0:
             return count_breaks_in(self.data, 0, offset)
-        i = bisect_right(self.block_starts, offset) - 1
-        return self.block_breaks[i] + count_breaks_in(self.data, self.block_starts[i], offset)
+        block = offset // INDEX_BLOCK
+        before = int(self.block_breaks[block])
+        return before + count_breaks_in(self.data, block * INDEX_BLOCK, offset)
 
 
 @dataclass
@@ -78,33 +77,77 @@ def count_breaks(data: bytes) -> int:
     return n
 
 
-INDEX_BLOCK = 1 << 15
+# 255 x 8 bytes: the largest block whose LF count per byte lane of a uint64 cannot overflow a byte
+# (see `_index_breaks_vector`).
+INDEX_BLOCK = 2040
+# Segments from this size on are indexed with numpy (about 4 GB/s against 1.7 for bytes.count
+# block by block); smaller ones do not pay its import.
+VECTOR_INDEX_MIN = 1 << 18
+# More CRs than this in a segment (a CRLF file) are located with numpy rather than bytes.find.
+FEW_CRS = 4096
 
 
 def count_breaks_in(data: bytes, start: int, end: int) -> int:
-    """count_breaks(data[start:end]) without copying (the range must not split a CRLF)."""
+    """Breaks in data[start:end] without copying. A break sits on its LF, or on a CR that no LF
+    follows, so a range may end between the two bytes of a CRLF."""
     n = data.count(b"\n", start, end)
     if data.find(b"\r", start, end) >= 0:
-        n += data.count(b"\r", start, end) - data.count(b"\r\n", start, end)
+        n += data.count(b"\r", start, end) - data.count(b"\r\n", start, min(end + 1, len(data)))
     return n
 
 
-def index_breaks(data: bytes, block: int = INDEX_BLOCK) -> tuple[int, list[int], list[int]]:
-    """Total line breaks of data, with the block index used by `Segment.line_index`."""
-    starts: list[int] = []
-    breaks: list[int] = []
+def index_breaks(data: bytes) -> tuple[int, Sequence[int]]:
+    """Total line breaks of data, and the breaks before each INDEX_BLOCK-sized block."""
+    if len(data) >= VECTOR_INDEX_MIN:
+        vector = _index_breaks_vector(data)
+        if vector is not None:
+            return vector
+    before: list[int] = []
     total = 0
-    pos = 0
-    n = len(data)
-    while pos < n:
-        end = min(n, pos + block)
-        if end < n and data[end - 1] == 13:  # never split a CRLF between two blocks
-            end += 1
-        starts.append(pos)
-        breaks.append(total)
-        total += count_breaks_in(data, pos, end)
-        pos = end
-    return total, starts, breaks
+    for pos in range(0, len(data), INDEX_BLOCK):
+        before.append(total)
+        total += count_breaks_in(data, pos, pos + INDEX_BLOCK)
+    return total, before
+
+
+def _index_breaks_vector(data: bytes) -> tuple[int, Sequence[int]] | None:
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency; this only keeps reading alive
+        return None
+    a = np.frombuffer(data, np.uint8)
+    n = len(a)
+    block = INDEX_BLOCK
+    full = n - n % block
+    # LFs per block, eight byte lanes at a time: each lane of a uint64 sums at most 255 flags.
+    lanes = (a[:full] == 10).view(np.uint64).reshape(-1, block // 8).sum(axis=1, dtype=np.uint64)
+    per_block = lanes.view(np.uint8).reshape(-1, 8).sum(axis=1, dtype=np.int64)
+    tail = data.count(b"\n", full)
+    if data.find(b"\r") >= 0:
+        lone = _lone_crs(data, a)
+        tail += int(np.count_nonzero(lone >= full))
+        np.add.at(per_block, lone[lone < full] // block, 1)
+    before = np.zeros(len(per_block) + 1, dtype=np.int64)
+    np.cumsum(per_block, out=before[1:])
+    index: Any = before  # an int64 array: indexed like the list of the plain path
+    return int(before[-1]) + tail, index
+
+
+def _lone_crs(data: bytes, a: Any) -> Any:
+    """Offsets of the CRs that no LF follows (each one a line break of its own)."""
+    import numpy as np
+
+    found: list[int] = []
+    pos = data.find(b"\r")
+    for _ in range(FEW_CRS):  # tqdm bars: a few CRs, each found at memchr speed
+        if pos < 0:
+            return np.array(found, dtype=np.int64)
+        if data[pos + 1 : pos + 2] != b"\n":
+            found.append(pos)
+        pos = data.find(b"\r", pos + 1)
+    crs = np.flatnonzero(a == 13)  # a CRLF file: every line has one
+    follower = a[np.minimum(crs + 1, len(a) - 1)]
+    return crs[(crs + 1 >= len(a)) | (follower != 10)]
 
 
 def _last_break_end(data: bytes | bytearray) -> int:
@@ -230,25 +273,34 @@ def iter_segments(
 
 
 def iter_mmap_segments(
-    path: Path, source: Source, chunk_size: int = CHUNK_SIZE
+    path: Path,
+    source: Source,
+    chunk_size: int = CHUNK_SIZE,
+    byte_range: tuple[int, int] | None = None,
 ) -> Iterator[Segment]:
     """Segments of a regular file through a read-only memory map: one copy per window, windows
-    extended to the next LF so no line is split, mapped pages dropped once scanned."""
+    extended to the next LF so no line is split, mapped pages dropped once scanned.
+
+    `byte_range` (start, end) reads only that part (a --jobs worker's range; both ends must sit
+    just after a line break or at the file's ends); line numbers then count from the range."""
     with path.open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
-        if size == 0:
+        pos, stop = byte_range if byte_range is not None else (0, size)
+        stop = min(stop, size)
+        if pos >= stop:
             source.lines = 0
             return
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         try:
-            pos = 0
+            if hasattr(mmap, "MADV_SEQUENTIAL"):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
             next_line = 1
             json_mode: bool | None = None
-            while pos < size:
-                end = min(size, pos + chunk_size)
-                if end < size:
-                    lf = mm.find(b"\n", end - 1)
-                    end = size if lf < 0 else lf + 1
+            while pos < stop:
+                end = min(stop, pos + chunk_size)
+                if end < stop:
+                    lf = mm.find(b"\n", end - 1, stop)
+                    end = stop if lf < 0 else lf + 1
                 data = mm[pos:end]
                 source.bytes += len(data)
                 if json_mode is None:
@@ -280,9 +332,9 @@ def _emit(
     # ANSI colour stays in the bytes: vLLM colours prefixes, levels and timestamps, never the
     # message, so the scan finds the same lines; candidate lines are stripped before confirmation.
     partial = bool(chunk) and not chunk.endswith((b"\n", b"\r"))
-    total, starts, breaks = index_breaks(chunk)
+    total, block_breaks = index_breaks(chunk)
     lines = total + (1 if partial else 0)
-    yield Segment(source.name, chunk, first_line, lines, starts, breaks)
+    yield Segment(source.name, chunk, first_line, lines, block_breaks)
 
 
 def _sniff_json(chunk: bytes, source: Source) -> bool:
