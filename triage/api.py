@@ -6,7 +6,7 @@ read -> (scan + locate + frame + confirm) -> facts -> events -> rank -> Report.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -18,7 +18,15 @@ from triage.kb.schema import Signature
 from triage.match import Matcher, build_table
 from triage.models import Hit, InputInfo, Line, Report, Unrecognized
 from triage.rank import rank
-from triage.read import CHUNK_SIZE, MAX_DECOMPRESSED, InputError, Source, expand_inputs, read_source
+from triage.read import (
+    CHUNK_SIZE,
+    MAX_DECOMPRESSED,
+    InputError,
+    Segment,
+    Source,
+    expand_inputs,
+    read_source,
+)
 
 FORMAT_SAMPLE_LINES = 200
 
@@ -82,21 +90,20 @@ class Engine:
 
     def run_inputs(self, specs: Sequence[InputSpec], *, strict: bool = False) -> Report:
         """Triage inputs given as paths or streams. With `strict`, an input that cannot be read
-        raises InputError; otherwise it is recorded as skipped."""
+        raises InputError; otherwise it is recorded as skipped.
+
+        When every input is a plain file, a signature whose waiting supporting candidates
+        overflowed before it fired gets them all from a rescan (see `Matcher`)."""
+        rereadable = bool(specs) and all(s.path is not None and _plain_file(s.path) for s in specs)
         matcher = self.new_matcher()
         sources: list[Source] = []
         samples: dict[str, list[Line]] = {}
         digests: dict[str, str] = {}
+        parallel: set[str] = set()
         for spec in specs:
             name, path = spec.name, spec.path
             try:
-                source, segments = read_source(
-                    name,
-                    path,
-                    chunk_size=self.options.chunk_size,
-                    max_decompressed=self.options.max_decompressed,
-                    stdin=spec.stream,
-                )
+                source, segments = self._open(spec)
             except InputError:
                 if strict:
                     raise
@@ -109,6 +116,7 @@ class Engine:
 
                 samples[name] = sample_lines(_head(path), name, 1)
                 scan_parallel(self, matcher, source, path, self.options.jobs)
+                parallel.add(name)
                 digests[name] = ""
                 continue
             try:
@@ -124,7 +132,46 @@ class Engine:
                     raise
                 source.skipped = str(exc)
             digests[name] = f"crc32:{digest:08x}" if self.options.digest else ""
+        owners = matcher.rescan_needed()
+        if rereadable and owners:
+            self._rescan(matcher, frozenset(owners), specs, sources, parallel)
         return self.report(matcher, sources, samples, digests)
+
+    def _open(self, spec: InputSpec) -> tuple[Source, Iterator[Segment]]:
+        return read_source(
+            spec.name,
+            spec.path,
+            chunk_size=self.options.chunk_size,
+            max_decompressed=self.options.max_decompressed,
+            stdin=spec.stream,
+        )
+
+    def _rescan(
+        self,
+        matcher: Matcher,
+        owners: frozenset[str],
+        specs: Sequence[InputSpec],
+        sources: list[Source],
+        parallel: set[str],
+    ) -> None:
+        """Read the inputs again for every supporting line of these signatures."""
+        matcher.begin_rescan(owners)
+        readable = {src.name for src in sources if not src.skipped}
+        for spec in specs:
+            if spec.name not in readable or spec.path is None:
+                continue
+            if spec.name in parallel:
+                from triage.parallel import rescan_parallel
+
+                rescan_parallel(self, matcher, spec.name, spec.path, self.options.jobs, owners)
+                continue
+            try:
+                _, segments = self._open(spec)
+                for seg in segments:
+                    seg.first_line += spec.first_line - 1
+                    matcher.feed_rescan(seg)
+            except InputError:
+                continue  # the first pass recorded why
 
     def report(
         self,
@@ -211,16 +258,25 @@ class Engine:
 PARALLEL_MIN_BYTES = 32 << 20
 
 
-def _splittable(path: Path) -> bool:
-    """A large, regular, uncompressed file: worth cutting into byte ranges for several workers."""
+def _plain_file(path: Path) -> bool:
+    """A regular, uncompressed file: it can be read twice and cut into byte ranges."""
     try:
-        if not path.is_file() or path.stat().st_size < PARALLEL_MIN_BYTES:
+        if not path.is_file():
             return False
         with path.open("rb") as fh:
             head = fh.read(4)
     except OSError:
         return False
     return head[:2] != b"\x1f\x8b" and head != b"\x28\xb5\x2f\xfd"
+
+
+def _splittable(path: Path) -> bool:
+    """A large plain file: worth cutting into byte ranges for several workers."""
+    try:
+        large = path.stat().st_size >= PARALLEL_MIN_BYTES
+    except OSError:
+        return False
+    return large and _plain_file(path)
 
 
 def _head(path: Path) -> bytes:

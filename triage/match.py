@@ -82,36 +82,98 @@ class MatchResult:
 
 
 class Matcher:
+    """Confirms the candidates of one run in a single pass over the input.
+
+    Every pattern is scanned at once. Supporting and differential candidates wait, bounded per
+    signature, until their signature has a decisive hit. When a signature's queue overflowed
+    before it fired and the input can be read again (a plain file), `begin_rescan` builds a
+    scanner for just its supporting patterns and `feed_rescan` finds all of them, replacing
+    what the bounded queue kept: a file's report never depends on where its decisive line sat.
+    (Scanning supporting patterns only in a second pass was measured slower: the second read and
+    line index cost more than Hyperscan saves on the first.)
+    """
+
     def __init__(self, table: PatternTable, engine: str | None = None) -> None:
         self.table = table
-        # One scanner pattern per distinct regex (signatures share evidence patterns such as
-        # 'NVRM: Xid'); each reports back to every table entry that uses it.
-        unique: dict[str, int] = {}
-        self._users: list[list[int]] = []
-        for pid, regex in enumerate(table.patterns):
-            if regex not in unique:
-                unique[regex] = len(self._users)
-                self._users.append([])
-            self._users[unique[regex]].append(pid)
-        self.scanner: Scanner = make_scanner(list(unique), engine)
-        self.result = MatchResult()
-        self._decided: set[str] = set()  # signatures with a confirmed decisive hit
-        self._pending: dict[str, deque[tuple[str, int, bytes, list[int]]]] = {}
+        self._engine_name = engine
         self._eager = [
             not (r.kind == "diff" or (r.kind == "sig" and r.role == "supporting"))
             for r in table.refs
         ]
+        self.scanner, self._users = self._scanner_for(range(len(table.refs)))
+        self._rescan: tuple[Scanner, list[list[int]]] | None = None
+        self.result = MatchResult()
+        self._decided: set[str] = set()  # signatures with a confirmed decisive hit
+        self._pending: dict[str, deque[tuple[str, int, bytes, list[int]]]] = {}
+        self.overflowed: set[str] = set()  # signatures whose queue dropped a candidate
+
+    def _scanner_for(self, pattern_ids: Iterable[int]) -> tuple[Scanner, list[list[int]]]:
+        """One scanner pattern per distinct regex (signatures share evidence patterns such as
+        'NVRM: Xid'); each reports back to every table entry that uses it."""
+        unique: dict[str, int] = {}
+        users: list[list[int]] = []
+        for pid in pattern_ids:
+            regex = self.table.refs[pid].regex
+            if regex not in unique:
+                unique[regex] = len(users)
+                users.append([])
+            users[unique[regex]].append(pid)
+        return make_scanner(list(unique), self._engine_name), users
 
     @property
     def engine(self) -> str:
         return self.scanner.name
 
+    @property
+    def decided(self) -> set[str]:
+        """Signatures with a confirmed decisive hit."""
+        return self._decided
+
+    def adopt_decisions(self, signature_ids: Iterable[str]) -> None:
+        """Decisive hits found elsewhere (another --jobs worker's range)."""
+        self._decided.update(signature_ids)
+
+    def rescan_needed(self) -> set[str]:
+        """Signatures that fired after their queue of waiting candidates overflowed."""
+        return self.overflowed & self._decided
+
+    def begin_rescan(self, signature_ids: Iterable[str]) -> None:
+        """Forget the supporting hits of these signatures and build the scanner that finds them
+        all again (`feed_rescan` over every input of the run)."""
+        owners = set(signature_ids)
+        refs = self.table.refs
+        pids = [
+            pid for pid, eager in enumerate(self._eager) if not eager and refs[pid].owner in owners
+        ]
+        dropped = set(pids)
+        self.result.hits = [h for h in self.result.hits if h.pattern_index not in dropped]
+        for pid in dropped:
+            self.result.counts.pop(pid, None)
+            self.result.last_line.pop(pid, None)
+        self._decided |= owners
+        self._rescan = self._scanner_for(pids)
+
+    def confirm_waiting(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
+        """Candidates that waited in another worker: confirm those whose signature fired."""
+        refs = self.table.refs
+        for input_name, number, raw, pids in entries:
+            if refs[pids[0]].owner in self._decided:
+                line = Line(input=input_name, number=number, raw=raw.decode("utf-8", "replace"))
+                frame_line(line)
+                self._confirm(line, pids)
+
+    def feed_rescan(self, segment: Segment) -> None:
+        assert self._rescan is not None
+        self._feed(segment, *self._rescan)
+
     def feed(self, segment: Segment) -> None:
         """Scan one segment and confirm its candidate lines."""
-        scanned = self.scanner.scan(segment.data)
+        self._feed(segment, self.scanner, self._users)
+
+    def _feed(self, segment: Segment, scanner: Scanner, users: list[list[int]]) -> None:
+        scanned = scanner.scan(segment.data)
         if not scanned:
             return
-        users = self._users
         raw_hits = [(end, pid) for end, upid in scanned for pid in users[upid]]
         by_line = _locate(segment, raw_hits)
         refs = self.table.refs
@@ -125,6 +187,8 @@ class Matcher:
                 raw = segment.data[start : min(end, start + MAX_PENDING_LINE)]
                 for owner in {refs[pid].owner for pid in waiting}:
                     queue = self._pending.setdefault(owner, deque(maxlen=PENDING_PER_SIGNATURE))
+                    if len(queue) == PENDING_PER_SIGNATURE:
+                        self.overflowed.add(owner)
                     queue.append(
                         (
                             segment.input,

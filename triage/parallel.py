@@ -3,7 +3,8 @@
 Ranges end just after a line feed, so no line is split and every line break is counted once. Each
 worker scans and confirms its range with its own matcher and returns its hits with line numbers
 relative to the range; the parent shifts them by the lines of the ranges before, and confirms the
-supporting candidates that waited for a decisive hit found in another range.
+supporting candidates that waited for a decisive hit found in another range. Where a worker's
+bounded queue overflowed, the rescan (see `Matcher.begin_rescan`) runs over the same ranges.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ class RangeResult:
     counts: dict[int, int]
     decided: set[str]
     pending: dict[str, list[tuple[str, int, bytes, list[int]]]]
+    overflowed: set[str]
     notes: list[str] = field(default_factory=list)
     fmt: str = "plain"
-    ends_with_break: bool = True
 
 
 def split_points(path: Path, jobs: int) -> list[tuple[int, int]]:
@@ -54,42 +55,51 @@ def split_points(path: Path, jobs: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
 
 
-def _scan_range(args: tuple[str, str, int, int]) -> RangeResult:
-    name, path_str, start, end = args
+def _scan_range(args: tuple[str, str, int, int, frozenset[str] | None]) -> RangeResult:
+    """One worker's range; with `rescan`, only the supporting patterns of those signatures."""
+    name, path_str, start, end, rescan = args
     assert _ENGINE is not None
     matcher = _ENGINE.new_matcher()
     source = Source(name=name, path=Path(path_str))
-    last = b""
-    segments = iter_mmap_segments(Path(path_str), source, CHUNK_SIZE, byte_range=(start, end))
-    for seg in segments:
-        matcher.feed(seg)
-        last = seg.data[-1:] if seg.data else last
-    pending = {owner: list(q) for owner, q in matcher._pending.items()}
+    feed = matcher.feed
+    if rescan is not None:
+        matcher.begin_rescan(rescan)
+        feed = matcher.feed_rescan
+    for seg in iter_mmap_segments(Path(path_str), source, CHUNK_SIZE, byte_range=(start, end)):
+        feed(seg)
     return RangeResult(
         source.lines,
         source.bytes,
         matcher.result.hits,
         dict(matcher.result.counts),
-        set(matcher._decided),
-        pending,
+        set(matcher.decided),
+        {owner: list(queue) for owner, queue in matcher._pending.items()},
+        matcher.overflowed,
         source.notes,
         source.fmt,
-        last in (b"\n", b"\r"),
     )
 
 
-def scan_parallel(engine: Engine, matcher: Matcher, source: Source, path: Path, jobs: int) -> None:
-    """Fill matcher and source from `jobs` workers scanning byte ranges of path."""
+def _run(
+    engine: Engine, name: str, path: Path, jobs: int, rescan: frozenset[str] | None
+) -> list[RangeResult]:
     global _ENGINE
-    _ENGINE = engine
-    ranges = split_points(path, jobs)
-    ctx: Any = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=len(ranges), mp_context=ctx) as pool:
-        results = list(pool.map(_scan_range, [(source.name, str(path), a, b) for a, b in ranges]))
+    _ENGINE = engine  # inherited by the forked workers, never pickled
+    try:
+        ranges = split_points(path, jobs)
+        ctx: Any = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=len(ranges), mp_context=ctx) as pool:
+            work = [(name, str(path), a, b, rescan) for a, b in ranges]
+            return list(pool.map(_scan_range, work))
+    finally:
+        _ENGINE = None
+
+
+def _merge(matcher: Matcher, results: list[RangeResult]) -> int:
+    """Add the workers' hits to matcher with file line numbers; return the file's lines."""
     offset = 0
-    all_pending: list[tuple[str, int, bytes, list[int]]] = []
-    owners: dict[int, str] = {}
     kept: dict[int, int] = defaultdict(int)
+    waiting: list[tuple[str, int, bytes, list[int]]] = []
     for res in results:
         shifted: set[int] = set()
         for hit in res.hits:
@@ -103,25 +113,30 @@ def scan_parallel(engine: Engine, matcher: Matcher, source: Source, path: Path, 
             matcher.result.hits.append(hit)
         for pid, n in res.counts.items():
             matcher.result.counts[pid] += n
-        matcher._decided |= res.decided
-        for owner, entries in res.pending.items():
-            for input_name, number, raw, pids in entries:
-                all_pending.append((input_name, number + offset, raw, pids))
-                for pid in pids:
-                    owners[pid] = owner
+        matcher.adopt_decisions(res.decided)
+        matcher.overflowed |= res.overflowed
+        for entries in res.pending.values():
+            waiting.extend(
+                (name, number + offset, raw, pids) for name, number, raw, pids in entries
+            )
+        offset += res.lines
+    matcher.confirm_waiting(waiting)
+    return offset
+
+
+def scan_parallel(engine: Engine, matcher: Matcher, source: Source, path: Path, jobs: int) -> None:
+    """First pass: fill matcher and source from `jobs` workers scanning byte ranges of path."""
+    results = _run(engine, source.name, path, jobs, None)
+    source.lines = _merge(matcher, results)
+    for res in results:
         source.notes.extend(res.notes)
+        source.bytes += res.nbytes
         if res.fmt != "plain":
             source.fmt = res.fmt
-        offset += res.lines
-        source.bytes += res.nbytes
-    source.lines = offset
-    for input_name, number, raw, pids in all_pending:
-        owner = owners[pids[0]]
-        if owner in matcher._decided:
-            from triage.frame import frame_line
-            from triage.models import Line
 
-            line = Line(input=input_name, number=number, raw=raw.decode("utf-8", "replace"))
-            frame_line(line)
-            matcher._confirm(line, pids)
-    _ENGINE = None
+
+def rescan_parallel(
+    engine: Engine, matcher: Matcher, name: str, path: Path, jobs: int, owners: frozenset[str]
+) -> None:
+    """The rescan of `Matcher.begin_rescan` over the same ranges, in parallel."""
+    _merge(matcher, _run(engine, name, path, jobs, owners))

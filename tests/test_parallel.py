@@ -1,0 +1,77 @@
+"""`--jobs N` over byte ranges gives the same report as one process: line numbers, evidence,
+counts, and supporting lines whose decisive line sits in another worker's range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from triage import api, parallel
+from triage.api import Engine, KnowledgeBase, RunOptions
+from triage.render.json import render_json
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _mixed_log(tmp_path: Path) -> Path:
+    """Every corpus log, a rejected-request line repeated past the per-pattern cap in both
+    halves, CRLF and CR-only stretches, and a decisive line far from its supporting line."""
+    parts = [p.read_bytes() for p in sorted((ROOT / "corpus").rglob("*.log"))]
+    rejected = (
+        b'(APIServer pid=7) INFO:     10.0.0.9:5000 - "POST /v1/chat/completions HTTP/1.1" '
+        b"429 Too Many Requests\n"
+    )
+    half = len(parts) // 2
+    body = (
+        b"".join(parts[:half])
+        + rejected * 150
+        + b"tqdm 10%\rtqdm 50%\rtqdm 100%\r\n"
+        + b"windows line\r\n" * 500
+        + b"".join(parts[half:])
+        + rejected * 150
+    )
+    path = tmp_path / "mixed.log"
+    path.write_bytes(body)
+    return path
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_jobs_report_equals_one_process(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    path = _mixed_log(tmp_path)
+    monkeypatch.setattr(api, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "CHUNK_SIZE", 64 << 10)  # many segments per range
+    single = Engine(kb, RunOptions(chunk_size=64 << 10, digest=False)).run([str(path)])
+    several = Engine(kb, RunOptions(chunk_size=64 << 10, digest=False, jobs=jobs)).run([str(path)])
+    assert len(single.hypotheses) > 20
+    assert render_json(several) == render_json(single)
+
+
+def _supporting_count(report, signature: str, prefix: str) -> int:  # type: ignore[no-untyped-def]
+    hyp = next(h for h in report.hypotheses if h.signature == signature)
+    return sum(e.count for e in hyp.evidence if e.role == "supporting" and prefix in e.text)
+
+
+def test_supporting_lines_beyond_the_waiting_queue_are_found_in_files(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100 supporting lines before the decisive one: the bounded queue keeps 64 of them; a file
+    is read again for all 100 (with --jobs too); a pipe keeps the 64 most recent."""
+    from triage.match import PENDING_PER_SIGNATURE
+
+    loading = [f"INFO [loader.py:100] Model loading took {10 + i / 100:.2f} GiB\n" for i in range(100)]
+    filler = "INFO [loggers.py:116] Engine 000: Avg prompt throughput: 0.0 tokens/s\n" * 2000
+    body = "".join(loading) + filler + "ValueError: No available memory for the cache blocks.\n"
+    path = tmp_path / "kv.log"
+    path.write_text(body)
+    monkeypatch.setattr(api, "PARALLEL_MIN_BYTES", 0)
+    from_file = Engine(kb, RunOptions(digest=False)).run([str(path)])
+    assert _supporting_count(from_file, "kv-cache-no-memory", "Model loading took") == 100
+    several = Engine(kb, RunOptions(digest=False, jobs=2)).run([str(path)])
+    assert render_json(several) == render_json(from_file)
+    with path.open("rb") as fh:
+        piped = Engine(kb, RunOptions(digest=False)).run(["-"], stdin=fh)  # type: ignore[arg-type]
+    count = _supporting_count(piped, "kv-cache-no-memory", "Model loading took")
+    assert count == PENDING_PER_SIGNATURE
