@@ -152,6 +152,12 @@ def main() -> None:
                 [*triage, "--no-history", "--format", "json", "--jobs", str(args.jobs), str(p)],
                 env=env,
             )
+        if size == max(sizes):
+            # the linear-time fallback of hosts without a Hyperscan wheel (RE2 Set), forced
+            cases["triage re2 fallback"] = lambda p=path: timed(
+                [*triage, "--no-history", "--format", "json", str(p)],
+                env={**env, "TRIAGE_ENGINE": "re2"},
+            )
         if grep:
             cases["grep -E -f"] = lambda p=path: timed(
                 [grep, "-a", "-n", "-E", "-f", str(ere_file), str(p)], env=env
@@ -173,6 +179,11 @@ def main() -> None:
             print(f"ratio triage/grep speed: {results[('grep -E -f', size)][0] / tri:.2f}x")
         if rg:
             print(f"ratio triage/rg speed:   {results[('rg --no-unicode -f', size)][0] / tri:.2f}x")
+            fallback = results.get(("triage re2 fallback", size))
+            if fallback:
+                print(
+                    f"ratio triage re2 fallback/rg speed: {results[('rg --no-unicode -f', size)][0] / fallback[0]:.2f}x"
+                )
             key = (f"triage --jobs {args.jobs}", size)
             if key in results:
                 print(
