@@ -86,6 +86,13 @@ def main() -> None:
     )
     args = ap.parse_args()
     DATA.mkdir(exist_ok=True)
+    # A regular install compiles the package's bytecode; an editable one under
+    # PYTHONDONTWRITEBYTECODE would recompile every module in every timed run.
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "triage")],
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    )
     triage = [sys.executable, "-m", "triage"]
     env = {**os.environ, "TRIAGE_DB": str(DATA / "history.db"), "LC_ALL": "C"}
     pats = subprocess.run(
