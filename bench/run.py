@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -243,6 +244,14 @@ def main() -> None:
     shutil.rmtree(sig_dir, ignore_errors=True)
 
 
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
 def _write_replicated_kb(target: Path, n: int) -> None:
     """A signature directory holding the real KB plus filler signatures up to n patterns."""
     sys.path.insert(0, str(ROOT))
@@ -255,7 +264,7 @@ def _write_replicated_kb(target: Path, n: int) -> None:
     for sig in kb.signatures:
         layer_dir = target / sig.layer
         layer_dir.mkdir(parents=True, exist_ok=True)
-        data = sig.model_dump(by_alias=True, exclude_none=True)
+        data = _without_none(sig.to_dict())
         (layer_dir / f"{sig.id}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
         count += len(sig.match)
     base = [p.regex for s in kb.signatures for p in s.match]

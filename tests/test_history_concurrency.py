@@ -7,6 +7,7 @@ fails at once with SQLITE_BUSY under deferred transactions; `BEGIN IMMEDIATE` ma
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import multiprocessing.queues
@@ -36,7 +37,7 @@ def _writer(
 ) -> None:
     from triage.history.recorder import record_run
 
-    report = Report.model_validate_json(report_json)
+    report = Report.from_json_dict(json.loads(report_json))
     errors: list[str] = []
     done = 0
     conn = connect(db)
@@ -49,7 +50,7 @@ def _writer(
                 text=f"KeyError: 'w{worker}-{i % 7}'",
                 fingerprint=f"KeyError: 'w{worker}-{i % 7}'",
             )
-            one = report.model_copy(update={"unrecognized": [*report.unrecognized, extra]})
+            one = dataclasses.replace(report, unrecognized=[*report.unrecognized, extra])
             try:
                 if i % 10 == 0:  # some writers open a fresh connection per run, as the CLI does
                     record_run(one, db, run_id=f"w{worker}-{i}", host=f"host-{worker}")
@@ -88,7 +89,7 @@ def report_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     kb = store.load_current(default_signature_dir(), tmp_path / "kb.db")
     report = Engine(kb).run([str(LOG)])
     assert report.unrecognized and report.hypotheses
-    return report.model_dump_json(by_alias=True)
+    return json.dumps(report.to_json_dict())
 
 
 def test_three_writers_no_lock_errors(tmp_path: Path, report_json: str) -> None:

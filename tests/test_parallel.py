@@ -61,7 +61,9 @@ def test_supporting_lines_beyond_the_waiting_queue_are_found_in_files(
     is read again for all 100 (with --jobs too); a pipe keeps the 64 most recent."""
     from triage.match import PENDING_PER_SIGNATURE
 
-    loading = [f"INFO [loader.py:100] Model loading took {10 + i / 100:.2f} GiB\n" for i in range(100)]
+    loading = [
+        f"INFO [loader.py:100] Model loading took {10 + i / 100:.2f} GiB\n" for i in range(100)
+    ]
     filler = "INFO [loggers.py:116] Engine 000: Avg prompt throughput: 0.0 tokens/s\n" * 2000
     body = "".join(loading) + filler + "ValueError: No available memory for the cache blocks.\n"
     path = tmp_path / "kv.log"

@@ -73,8 +73,10 @@ def test_build_then_load_is_sqlite_and_equal(full_kb: Path, snapshot: Path) -> N
         rows = conn.execute("SELECT count(*) FROM signatures").fetchone()[0]
     assert rows == len(kb.signatures) > 100
     # The stored JSON round-trips to the very objects the YAML gives.
-    yaml_sigs = {s.id: s for s in load_signatures(snapshot).signatures}
-    assert {s.id: s for s in kb.signatures} == yaml_sigs
+    yaml_sigs = {
+        s.id: s.model_dump(by_alias=True, mode="json") for s in load_signatures(snapshot).signatures
+    }
+    assert {s.id: s.to_dict() for s in kb.signatures} == yaml_sigs
 
 
 def test_stale_rebuilds_and_touch_does_not(tmp_path: Path) -> None:

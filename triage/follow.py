@@ -270,7 +270,7 @@ class Follower:
             gen.reported.add(hyp.signature)
             if hyp.severity == "error":
                 self.failed = True
-            fields = hyp.model_dump(mode="json")
+            fields = hyp.to_json_dict()
             fields.pop("explain", None)
             self.emit(
                 {

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from triage.frame import frame_line
-from triage.kb.schema import Signature
+from triage.kb.records import Signature
 from triage.models import Hit, Line
 from triage.read import Segment
 from triage.regexes import compile_linear

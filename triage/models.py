@@ -1,14 +1,15 @@
 """The data types that travel between pipeline stages, and the report contract (`triage.report/1`).
 
-Stages import these types and the stage before them; nothing here does any work.
+Stages import these types and the stage before them; nothing here does any work. The report
+types are plain dataclasses (a run never imports pydantic: start-up); `triage.report_schema`
+mirrors them in pydantic for the published JSON Schema and for validating reports read back, and
+a test keeps the two identical.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
 
 REPORT_SCHEMA = "triage.report/1"
 
@@ -53,11 +54,8 @@ class Skipped:
     reason: str
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class InputInfo(_Model):
+@dataclass(slots=True, kw_only=True)
+class InputInfo:
     name: str
     lines: int
     format: str
@@ -66,7 +64,8 @@ class InputInfo(_Model):
     skipped: str | None = None
 
 
-class EvidenceOut(_Model):
+@dataclass(slots=True, kw_only=True)
+class EvidenceOut:
     input: str
     line: int
     text: str
@@ -74,14 +73,16 @@ class EvidenceOut(_Model):
     count: int = 1  # identical lines folded into this one (many ranks, Ray repeats)
 
 
-class ExplainedOut(_Model):
+@dataclass(slots=True, kw_only=True)
+class ExplainedOut:
     signature: str
     title: str = ""
     input: str = ""
-    lines: list[int] = Field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
 
 
-class FixOut(_Model):
+@dataclass(slots=True, kw_only=True)
+class FixOut:
     do: str
     confidence: str
     when: str | None = None
@@ -89,16 +90,18 @@ class FixOut(_Model):
     likely: bool = False  # the differential branch this fix belongs to is favoured by the facts
 
 
-class DifferentialOut(_Model):
+@dataclass(slots=True, kw_only=True)
+class DifferentialOut:
     branch: str
     check: str
     favoured: bool = False
-    why: list[str] = Field(default_factory=list)
+    why: list[str] = field(default_factory=list)
     ask: str | None = None
     probe: str | None = None
 
 
-class Hypothesis(_Model):
+@dataclass(slots=True, kw_only=True)
+class Hypothesis:
     rank: int
     signature: str
     title: str
@@ -107,21 +110,38 @@ class Hypothesis(_Model):
     status: str
     score: float
     evidence: list[EvidenceOut]
-    explains: list[ExplainedOut] = Field(default_factory=list)
-    fixes: list[FixOut] = Field(default_factory=list)
-    verify: list[str] = Field(default_factory=list)
-    references: list[str] = Field(default_factory=list)
+    explains: list[ExplainedOut] = field(default_factory=list)
+    fixes: list[FixOut] = field(default_factory=list)
+    verify: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
     summary: str = ""
     kind: str = "cause"
-    captures: dict[str, str] = Field(default_factory=dict)
-    differential: list[DifferentialOut] = Field(default_factory=list)
+    captures: dict[str, str] = field(default_factory=dict)
+    differential: list[DifferentialOut] = field(default_factory=list)
     applicability: str | None = None  # why the score was lowered for versions/hardware, if it was
-    explain: list[str] = Field(default_factory=list)  # score terms, shown by --explain
+    explain: list[str] = field(default_factory=list)  # score terms, shown by --explain
     # signatures that fired on exactly the same lines but scored lower (one family, one cause)
-    alternatives: list[str] = Field(default_factory=list)
+    alternatives: list[str] = field(default_factory=list)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> Hypothesis:
+        return cls(
+            **{k: v for k, v in data.items() if k not in _HYPOTHESIS_LISTS},
+            evidence=_each(EvidenceOut, data.get("evidence", [])),
+            explains=_each(ExplainedOut, data.get("explains", [])),
+            fixes=_each(FixOut, data.get("fixes", [])),
+            differential=_each(DifferentialOut, data.get("differential", [])),
+        )
 
 
-class Unrecognized(_Model):
+_HYPOTHESIS_LISTS = {"evidence", "explains", "fixes", "differential"}
+
+
+@dataclass(slots=True, kw_only=True)
+class Unrecognized:
     input: str
     line: int
     text: str
@@ -129,16 +149,15 @@ class Unrecognized(_Model):
     count: int = 1
 
 
-class Report(_Model):
-    schema_: str = Field(default=REPORT_SCHEMA, alias="schema")
+@dataclass(slots=True, kw_only=True)
+class Report:
+    schema_: str = REPORT_SCHEMA  # "schema" in JSON
     inputs: list[InputInfo]
-    facts: dict[str, Any] = Field(default_factory=dict)
-    hypotheses: list[Hypothesis] = Field(default_factory=list)
-    unrecognized: list[Unrecognized] = Field(default_factory=list)
-    skipped: list[dict[str, str]] = Field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    unrecognized: list[Unrecognized] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
     engine: str = ""  # scanning engine used: hyperscan | re2 | regex
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     @property
     def failed(self) -> bool:
@@ -146,4 +165,31 @@ class Report(_Model):
         return bool(self.unrecognized) or any(h.severity == "error" for h in self.hypotheses)
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, mode="json")
+        """The `triage.report/1` JSON object (keys in contract order)."""
+        data = asdict(self)
+        return {("schema" if k == "schema_" else k): v for k, v in data.items()}
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> Report:
+        """A report from its JSON object (validate it with `triage.report_schema` first when it
+        comes from outside)."""
+        known = {f.name for f in fields(cls)} | {"schema"}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown report fields: {', '.join(sorted(unknown))}")
+        return cls(
+            schema_=data.get("schema", REPORT_SCHEMA),
+            inputs=_each(InputInfo, data.get("inputs", [])),
+            facts=dict(data.get("facts", {})),
+            hypotheses=[Hypothesis.from_json_dict(h) for h in data.get("hypotheses", [])],
+            unrecognized=_each(Unrecognized, data.get("unrecognized", [])),
+            skipped=[dict(x) for x in data.get("skipped", [])],
+            engine=data.get("engine", ""),
+        )
+
+
+_T = TypeVar("_T")
+
+
+def _each(cls: type[_T], items: list[dict[str, Any]]) -> list[_T]:
+    return [cls(**item) for item in items]

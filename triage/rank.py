@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from triage.events import Evidence, fold_evidence
 from triage.facts import condition_holds, parse_version
-from triage.kb.schema import Signature, VersionRange
+from triage.kb.records import Signature, VersionRange
 from triage.models import (
     DifferentialOut,
     EvidenceOut,
@@ -113,7 +113,7 @@ def applicability(sig: Signature, facts: dict[str, Any]) -> str | None:
         fact = _FACT_FOR_COMPONENT.get(component)
         value = facts.get(fact) if fact else None
         if isinstance(value, str) and _in_range(value, rng) is False:
-            bounds = ", ".join(f"{k} {v}" for k, v in rng.model_dump().items() if v is not None)
+            bounds = ", ".join(f"{k} {v}" for k, v in asdict(rng).items() if v is not None)
             return f"{component} {value} is outside the affected range ({bounds})"
     gpu = facts.get("gpu")
     if sig.applies_to.gpu_arch and isinstance(gpu, str):

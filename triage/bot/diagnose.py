@@ -79,7 +79,7 @@ def report_json(report: Report) -> str:
 
 def redacted_report(report: Report) -> Report:
     """A copy of the report with every string redacted: the only form that is ever stored."""
-    return Report.model_validate(redact_obj(report.to_json_dict()))
+    return Report.from_json_dict(redact_obj(report.to_json_dict()))
 
 
 def history_seen(db_path: Path | None, report: Report) -> dict[str, str]:

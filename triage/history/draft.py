@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from triage.history.cluster import _EXCEPTION_RE
 from triage.history.query import ClusterDetail, cluster_detail, when
-from triage.kb.schema import Signature
+from triage.kb.records import Signature
 
 # What each mask of `textutil.mask` replaced, as a portable regex (no nested quantifiers).
 PLACEHOLDER_REGEX: dict[str, str] = {

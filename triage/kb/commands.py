@@ -20,7 +20,7 @@ import typer
 
 from triage.cliapp import Output, subcommand_app
 from triage.kb import store
-from triage.kb.schema import Signature
+from triage.kb.records import Signature
 from triage.textutil import neutralise
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -71,7 +71,7 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _root(signatures: Path | None) -> Path:
-    from triage.kb.load import default_signature_dir
+    from triage.kb.paths import default_signature_dir
 
     root = signatures or default_signature_dir()
     if not root.is_dir():
@@ -273,7 +273,7 @@ def _find(conn: sqlite3.Connection, ident: str) -> Signature | None:
             "SELECT s.json FROM aliases a JOIN signatures s ON s.id = a.id WHERE a.alias = ?",
             (ident,),
         ).fetchone()
-    return Signature.model_validate_json(row[0]) if row else None
+    return Signature.from_dict(json.loads(row[0])) if row else None
 
 
 def _history_line(db: Path | None, sig_id: str) -> str:
@@ -395,7 +395,7 @@ def show(
     if format is Output.json:
         sys.stdout.write(
             json.dumps(
-                {**sig.model_dump(by_alias=True, mode="json"), "fired": fired},
+                {**sig.to_dict(), "fired": fired},
                 indent=2,
                 ensure_ascii=False,
             )

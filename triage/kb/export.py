@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from triage.kb.schema import Signature
+from triage.kb.records import Signature
 
 _NAMED = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 _NONCAPTURE = re.compile(r"\(\?:")

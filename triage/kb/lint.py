@@ -16,6 +16,7 @@ from pathlib import Path
 import regex
 
 from triage.kb.load import LoadResult, load_signatures
+from triage.kb.records import Signature as SignatureRecord
 from triage.kb.redos import redos_issues
 from triage.kb.schema import Signature
 from triage.regexes import compile_linear
@@ -94,7 +95,7 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
     return regex.compile(pattern, regex.V0)
 
 
-def line_fires(sig: Signature, line: str) -> bool:
+def line_fires(sig: Signature | SignatureRecord, line: str) -> bool:
     """Does one line fire this signature on its own (a decisive pattern, no confuser)?"""
     text = strip_ansi(line)
     if not any(compile_linear(p.regex).search(text) for p in sig.decisive):

@@ -6,7 +6,6 @@ duplicate keys; each error names the file and the field.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from triage.kb.schema import LAYERS, Signature
+from triage.kb.paths import (  # noqa: F401  (re-exported: older imports)
+    LoadError,
+    content_hash,
+    default_signature_dir,
+    signature_files,
+)
+from triage.kb.schema import Signature
 
 MAX_SIGNATURE_BYTES = 256 * 1024
 
@@ -54,45 +59,10 @@ def parse_yaml(text: str) -> Any:
 
 
 @dataclass
-class LoadError:
-    path: str
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.path}: {self.field}" if self.field else self.path
-        return f"{where}: {self.message}"
-
-
-@dataclass
 class LoadResult:
     signatures: list[Signature] = field(default_factory=list)
     errors: list[LoadError] = field(default_factory=list)
     paths: dict[str, Path] = field(default_factory=dict)
-
-
-def default_signature_dir() -> Path:
-    """The knowledge base shipped with the package (repo checkout or installed data)."""
-    here = Path(__file__).resolve().parent.parent.parent / "signatures"
-    if here.is_dir():
-        return here
-    installed = Path(__file__).resolve().parent.parent / "data" / "signatures"
-    return installed
-
-
-def signature_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.glob("*/*.yaml") if p.parent.name in LAYERS)
-
-
-def content_hash(root: Path) -> str:
-    """A digest of every signature file's name and bytes: the cache key of compiled artefacts."""
-    digest = hashlib.sha256()
-    for path in signature_files(root):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
 
 
 def load_signature_file(path: Path) -> tuple[Signature | None, list[LoadError]]:

@@ -29,17 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triage.kb.load import (
-    LoadError,
-    LoadResult,
-    content_hash,
-    default_signature_dir,
-    signature_files,
-)
-from triage.kb.schema import Signature
+from triage.kb.paths import LoadError, content_hash, default_signature_dir, signature_files
+from triage.kb.records import Signature as SignatureRecord
 
 if TYPE_CHECKING:
     from triage.api import KnowledgeBase
+    from triage.kb.load import LoadResult
+    from triage.kb.schema import Signature
 
 # Bump when the tables or the stored JSON change shape: an older file is then rebuilt.
 STORE_FORMAT = 1
@@ -138,10 +134,10 @@ def is_current(meta: Meta, root: Path) -> bool:
     return meta.digest == content_hash(root)
 
 
-def read_signatures(conn: sqlite3.Connection) -> list[Signature]:
-    """Every stored signature, validated from its JSON (no YAML parsing)."""
+def read_signatures(conn: sqlite3.Connection) -> list[SignatureRecord]:
+    """Every stored signature as a record, from the JSON validated when the store was built."""
     rows = conn.execute("SELECT json FROM signatures ORDER BY position").fetchall()
-    return [Signature.model_validate_json(row[0]) for row in rows]
+    return [SignatureRecord.from_dict(json.loads(row[0])) for row in rows]
 
 
 def read_errors(conn: sqlite3.Connection) -> list[LoadError]:
@@ -192,7 +188,7 @@ def load_current(root: Path | None = None, db_path: Path | None = None) -> Knowl
         built = build(root, path)
     except (StoreError, sqlite3.Error, OSError):
         return _from_yaml(root)  # e.g. a read-only cache directory
-    return KnowledgeBase(built.signatures, source="yaml", digest=built.digest)
+    return KnowledgeBase(records(built.signatures), source="yaml", digest=built.digest)
 
 
 def _from_yaml(root: Path) -> KnowledgeBase:
@@ -200,7 +196,12 @@ def _from_yaml(root: Path) -> KnowledgeBase:
     from triage.kb.load import load_signatures
 
     digest = content_hash(root)
-    return KnowledgeBase(load_signatures(root).signatures, source="yaml", digest=digest)
+    return KnowledgeBase(records(load_signatures(root).signatures), source="yaml", digest=digest)
+
+
+def records(signatures: list[Signature]) -> list[SignatureRecord]:
+    """Validated signatures as the records a run reads."""
+    return [SignatureRecord.from_dict(s.model_dump(by_alias=True, mode="json")) for s in signatures]
 
 
 # -- building -----------------------------------------------------------------------------------

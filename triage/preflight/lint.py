@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triage.kb.schema import Signature
+from triage.kb.records import Signature
 from triage.preflight import knobs
 from triage.preflight.model import Finding, Launch
 from triage.preflight.parsers import ParseError, image_version, parse_file

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from triage.kb.schema import ConfigCheck, Signature
+from triage.kb.records import ConfigCheck, Signature
 from triage.preflight import knobs
 from triage.preflight.model import Finding, Item, Launch
 
