@@ -53,3 +53,18 @@ def test_re2_accepts_every_pattern_despite_its_repetition_cap(kb: KnowledgeBase)
     scanner = Re2SetScanner(["Loading lora .{1,400} failed"])
     line = b"x\nLoading lora " + "é".encode() * 300 + b" failed\n"
     assert scanner.scan(line) == [(len(line) - 1, 0)]
+
+
+def test_version_reports_the_engine_a_run_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    from triage.scanners import chosen_engine
+
+    assert chosen_engine() == available_engines()[0]
+    env = {**__import__("os").environ, "TRIAGE_ENGINE": "re2"}
+    out = subprocess.run(
+        [sys.executable, "-m", "triage", "--version"], capture_output=True, text=True, env=env
+    ).stdout
+    expected = "re2" if "re2" in available_engines() else available_engines()[-1]
+    assert f"scanner: {expected};" in out

@@ -141,10 +141,10 @@ def _parser() -> argparse.ArgumentParser:
 def triage_main(argv: list[str]) -> int:
     opts = _parser().parse_args(argv)
     if opts.version:
-        from triage.scanners import available_engines
+        from triage.scanners import available_engines, chosen_engine
 
         engines = available_engines()
-        print(f"triage {__version__} (scanner: {engines[0]}; available: {', '.join(engines)})")
+        print(f"triage {__version__} (scanner: {chosen_engine()}; available: {', '.join(engines)})")
         return EXIT_OK
     if not 1 <= opts.jobs <= 64:
         print("triage: --jobs must be between 1 and 64", file=sys.stderr)

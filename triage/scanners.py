@@ -295,12 +295,22 @@ def available_engines() -> list[str]:
     return out
 
 
+def chosen_engine(engine: str | None = None) -> str:
+    """The engine a run uses: the one asked for (argument or TRIAGE_ENGINE) when available,
+    else the fastest available (Hyperscan, then RE2, then `re`)."""
+    available = available_engines()
+    wanted = engine or os.environ.get("TRIAGE_ENGINE") or available[0]
+    if wanted in available:
+        return wanted
+    return available[0] if wanted == "hyperscan" else available[-1]
+
+
 def make_scanner(patterns: Sequence[str], engine: str | None = None) -> Scanner:
-    """The fastest engine available (or the one asked for by name or TRIAGE_ENGINE)."""
-    wanted = engine or os.environ.get("TRIAGE_ENGINE") or available_engines()[0]
-    if wanted == "hyperscan" and _hs is not None:
+    """A scanner of the chosen engine (see `chosen_engine`)."""
+    name = chosen_engine(engine)
+    if name == "hyperscan":
         return HyperscanScanner(patterns)
-    if wanted in ("hyperscan", "re2") and _re2 is not None:
+    if name == "re2":
         return Re2SetScanner(patterns)
     return ReScanner(patterns)
 
