@@ -86,7 +86,7 @@ INDEX_BLOCK = 2040
 # block by block); smaller ones do not pay its import.
 VECTOR_INDEX_MIN = 1 << 18
 # Mapped pages already scanned are dropped this often (one madvise per segment costs more).
-DROP_EVERY = 64 << 20
+DROP_EVERY = 16 << 20
 # More CRs than this in a segment (a CRLF file) are located with numpy rather than bytes.find.
 FEW_CRS = 4096
 
