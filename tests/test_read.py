@@ -129,3 +129,16 @@ def test_directory_names_each_file(engine, tmp_path: Path) -> None:  # type: ign
         n.endswith(".bin") for n in names
     )
     assert report.hypotheses[0].evidence[0].input.endswith("server.log")
+
+
+def test_a_line_spanning_many_reads_is_joined_once_and_capped() -> None:
+    long_line = b"y" * 50_000 + b" tail\r\n"
+    source = Source(name="s")
+    segs = list(iter_segments(io.BytesIO(b"a\n" + long_line + b"b\n"), source, chunk_size=1000))
+    joined = b"".join(s.data for s in segs)
+    assert joined == b"a\n" + long_line + b"b\n"
+    assert source.lines == 3 and not source.notes
+    capped = Source(name="c")
+    segs = list(iter_segments(io.BytesIO(long_line), capped, chunk_size=1000, max_line=10_000))
+    assert b"".join(s.data for s in segs) == long_line  # nothing lost, the line is cut
+    assert capped.notes and "longer than" in capped.notes[0]

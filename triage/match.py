@@ -153,6 +153,10 @@ class Matcher:
         self._decided |= owners
         self._rescan = self._scanner_for(pids)
 
+    def waiting(self) -> dict[str, list[tuple[str, int, bytes, list[int]]]]:
+        """Candidates still waiting for their signature's decisive hit, per signature."""
+        return {owner: list(queue) for owner, queue in self._pending.items()}
+
     def confirm_waiting(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
         """Candidates that waited in another worker: confirm those whose signature fired."""
         refs = self.table.refs

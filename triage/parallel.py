@@ -73,7 +73,7 @@ def _scan_range(args: tuple[str, str, int, int, frozenset[str] | None]) -> Range
         matcher.result.hits,
         dict(matcher.result.counts),
         set(matcher.decided),
-        {owner: list(queue) for owner, queue in matcher._pending.items()},
+        matcher.waiting(),
         matcher.overflowed,
         source.notes,
         source.fmt,

@@ -234,7 +234,8 @@ def iter_segments(
     max_line: int = MAX_LINE,
 ) -> Iterator[Segment]:
     """Cut a byte stream into segments ending on a line break; count lines as they pass."""
-    carry = b""
+    carry: list[bytes] = []  # the unfinished last line, in pieces: joined once, never regrown
+    carried = 0
     next_line = 1
     json_mode: bool | None = None
     while True:
@@ -252,7 +253,11 @@ def iter_segments(
             else:
                 raise
         source.bytes += len(data)
-        buf = carry + data if carry else data
+        if data and _last_break_end(data) == 0 and carried + len(data) <= max_line:
+            carry.append(data)  # still inside one long line
+            carried += len(data)
+            continue
+        buf = b"".join((*carry, data)) if carry else data
         if not data:
             if buf:
                 for seg in _emit(buf, source, next_line, json_mode):
@@ -261,13 +266,11 @@ def iter_segments(
             break
         cut = _last_break_end(buf)
         if cut == 0:
-            if len(buf) > max_line:
-                source.notes.append(f"a line longer than {max_line >> 20} MiB was cut")
-                cut = len(buf)
-            else:
-                carry = buf
-                continue
-        chunk, carry = buf[:cut], buf[cut:]
+            source.notes.append(f"a line longer than {max_line >> 20} MiB was cut")
+            cut = len(buf)
+        chunk = buf[:cut]
+        carry = [buf[cut:]] if cut < len(buf) else []
+        carried = len(buf) - cut
         if json_mode is None:
             json_mode = _sniff_json(chunk, source)
         for seg in _emit(chunk, source, next_line, json_mode):
