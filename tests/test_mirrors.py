@@ -66,6 +66,10 @@ def test_same_fields_order_and_defaults(record: type, model: type[BaseModel]) ->
     assert mine == theirs
 
 
+def test_same_layers() -> None:
+    assert records.LAYERS == schema.LAYERS
+
+
 def test_every_signature_survives_the_record_round_trip() -> None:
     loaded = load_signatures()
     assert not loaded.errors and len(loaded.signatures) > 200

@@ -11,8 +11,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from triage.kb.records import LAYERS as RECORD_LAYERS
-
 Layer = Literal["node", "harness", "engine", "model"]
 Severity = Literal["error", "warning", "info"]
 KnowledgeStatus = Literal["fixed", "workaround", "partly-fixed", "open", "dropped", "withdrawn"]
@@ -23,7 +21,6 @@ Role = Literal["decisive", "supporting"]
 Kind = Literal["cause", "symptom", "knowledge"]
 
 LAYERS: tuple[Layer, ...] = ("node", "harness", "engine", "model")
-assert LAYERS == RECORD_LAYERS
 COMPONENTS = ("vllm", "sglang", "torch", "cuda", "driver", "nccl", "triton", "python", "lmcache")
 
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
