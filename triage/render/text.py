@@ -1,7 +1,8 @@
-"""Human output for a terminal: rich styles on a TTY, plain text otherwise; NO_COLOR honoured.
+"""Human output for a terminal: ANSI styles on a TTY, plain text otherwise; NO_COLOR honoured.
 
 Every piece of text that came from the input is neutralised (escape sequences, C0/C1 controls,
-bidi overrides) and inserted as plain `Text`, never as markup.
+bidi overrides) before it is written; styles only ever wrap it. (A dozen SGR codes, not a
+terminal library: importing one cost more than a third of start-up.)
 """
 
 from __future__ import annotations
@@ -10,44 +11,54 @@ import io
 import os
 from typing import IO
 
-from rich.console import Console
-from rich.text import Text
-from rich.theme import Theme
-
 from triage.models import Report
 from triage.textutil import neutralise
 
-THEME = Theme(
-    {
-        "triage.layer.node": "bold magenta",
-        "triage.layer.harness": "bold yellow",
-        "triage.layer.engine": "bold cyan",
-        "triage.layer.model": "bold green",
-        "triage.error": "bold red",
-        "triage.warning": "yellow",
-        "triage.info": "dim",
-        "triage.evidence": "white",
-        "triage.dim": "dim",
-        "triage.fix": "green",
-        "triage.ok": "bold green",
-    }
-)
+STYLES = {
+    "bold": "1",
+    "triage.layer.node": "1;35",
+    "triage.layer.harness": "1;33",
+    "triage.layer.engine": "1;36",
+    "triage.layer.model": "1;32",
+    "triage.error": "1;31",
+    "triage.warning": "33",
+    "triage.info": "2",
+    "triage.evidence": "37",
+    "triage.dim": "2",
+    "triage.fix": "32",
+    "triage.ok": "1;32",
+}
+
+Span = tuple[str, str | None]  # text, style name
 
 
-def _console(stream: IO[str], color: bool | None) -> Console:
+class _Writer:
+    def __init__(self, stream: IO[str], color: bool) -> None:
+        self.stream = stream
+        self.color = color
+
+    def print(self, *spans: Span) -> None:
+        """One line from spans (callers neutralise input text); tabs expanded to 8 columns."""
+        column = 0
+        out = []
+        for text, style in spans:
+            if "\t" in text:
+                text = (" " * column + text).expandtabs(8)[column:]
+            column += len(text)
+            out.append(self._styled(text, style))
+        self.stream.write("".join(out) + "\n")
+
+    def _styled(self, text: str, style: str | None) -> str:
+        code = STYLES.get(style or "")
+        if not self.color or not code or not text:
+            return text
+        return f"\x1b[{code}m{text}\x1b[0m"
+
+
+def _writer(stream: IO[str], color: bool | None) -> _Writer:
     if color is None:
         color = stream.isatty() and "NO_COLOR" not in os.environ
-    return Console(
-        file=stream,
-        theme=THEME,
-        force_terminal=color,
-        no_color=not color,
-        width=110,
-        highlight=False,
-        emoji=False,
-        soft_wrap=True,
-        color_system="standard" if color else None,
-    )
+    return _Writer(stream, color)
 
 
 def render_text(
@@ -58,9 +69,9 @@ def render_text(
     stream: IO[str] | None = None,
 ) -> str:
     buf = stream or io.StringIO()
-    con = _console(buf, color)
+    con = _writer(buf, color)
     names = ", ".join(f"{i.name} ({i.lines} lines, {i.format})" for i in report.inputs)
-    con.print(Text(f"triage: {neutralise(names)}", style="triage.dim"))
+    con.print((f"triage: {neutralise(names)}", "triage.dim"))
     facts = report.facts
     shown = [
         f"{k}={facts[k]}"
@@ -78,86 +89,81 @@ def render_text(
         if k in facts
     ]
     if shown:
-        con.print(
-            Text("facts: " + neutralise(", ".join(str(s) for s in shown)), style="triage.dim")
-        )
+        con.print(("facts: " + neutralise(", ".join(str(s) for s in shown)), "triage.dim"))
     for skip in report.skipped:
         con.print(
-            Text(
-                f"note: {neutralise(skip['input'])}: {neutralise(skip['reason'])}",
-                style="triage.warning",
-            )
+            (f"note: {neutralise(skip['input'])}: {neutralise(skip['reason'])}", "triage.warning")
         )
     if not report.hypotheses and not report.unrecognized:
-        con.print(Text("No known failure found.", style="triage.ok"))
+        con.print(("No known failure found.", "triage.ok"))
         return buf.getvalue() if isinstance(buf, io.StringIO) else ""
     for hyp in report.hypotheses:
         con.print()
-        head = Text()
-        head.append(f"#{hyp.rank} ", style="bold")
-        head.append(f"[{hyp.layer}] ", style=f"triage.layer.{hyp.layer}")
-        head.append(hyp.title, style="bold")
-        head.append(
-            f"  ({hyp.signature}, {hyp.severity}, {hyp.status}, score {hyp.score:.2f})",
-            style=f"triage.{hyp.severity}",
+        con.print(
+            (f"#{hyp.rank} ", "bold"),
+            (f"[{hyp.layer}] ", f"triage.layer.{hyp.layer}"),
+            (hyp.title, "bold"),
+            (
+                f"  ({hyp.signature}, {hyp.severity}, {hyp.status}, score {hyp.score:.2f})",
+                f"triage.{hyp.severity}",
+            ),
         )
-        con.print(head)
         if hyp.applicability:
-            con.print(Text(f"   applicability: {hyp.applicability}", style="triage.warning"))
-        con.print(Text("   evidence:", style="triage.dim"))
+            con.print((f"   applicability: {hyp.applicability}", "triage.warning"))
+        con.print(("   evidence:", "triage.dim"))
         for ev in hyp.evidence:
             count = f" (x{ev.count})" if ev.count > 1 else ""
             role = "" if ev.role == "decisive" else f" [{ev.role}]"
             con.print(
-                Text(f"     {neutralise(ev.input)}:{ev.line}{role}{count}: ", style="triage.dim")
-                + Text(neutralise(ev.text[:300]), style="triage.evidence")
+                (f"     {neutralise(ev.input)}:{ev.line}{role}{count}: ", "triage.dim"),
+                (neutralise(ev.text[:300]), "triage.evidence"),
             )
         if hyp.alternatives:
-            con.print(
-                Text(f"   also consistent with: {', '.join(hyp.alternatives)}", style="triage.dim")
-            )
+            con.print((f"   also consistent with: {', '.join(hyp.alternatives)}", "triage.dim"))
         for exp in hyp.explains:
             lines = ", ".join(str(n) for n in exp.lines[:8])
-            con.print(Text(f"   explains: {exp.signature} (lines {lines})", style="triage.dim"))
+            con.print((f"   explains: {exp.signature} (lines {lines})", "triage.dim"))
         favoured = [d for d in hyp.differential if d.favoured]
         for d in favoured:
-            con.print(Text(f"   likely branch: {d.branch}: {d.check}", style="triage.warning"))
+            con.print((f"   likely branch: {d.branch}: {d.check}", "triage.warning"))
         if hyp.fixes:
-            con.print(Text("   try:", style="triage.dim"))
+            con.print(("   try:", "triage.dim"))
             for i, fix in enumerate(hyp.fixes, start=1):
                 likely = " (likely)" if fix.likely else ""
-                line = Text(f"     {i}. [{fix.confidence}]{likely} ", style="triage.dim")
-                line.append(fix.do, style="triage.fix")
+                spans: list[Span] = [
+                    (f"     {i}. [{fix.confidence}]{likely} ", "triage.dim"),
+                    (fix.do, "triage.fix"),
+                ]
                 if fix.when:
-                    line.append(f"  when: {fix.when}", style="triage.dim")
-                con.print(line)
+                    spans.append((f"  when: {fix.when}", "triage.dim"))
+                con.print(*spans)
                 if fix.caveat:
-                    con.print(Text(f"        caveat: {fix.caveat}", style="triage.warning"))
+                    con.print((f"        caveat: {fix.caveat}", "triage.warning"))
         if hyp.verify:
-            con.print(Text("   verify:", style="triage.dim"))
+            con.print(("   verify:", "triage.dim"))
             for v in hyp.verify:
-                con.print(Text(f"     - {v}"))
+                con.print((f"     - {v}", None))
         open_checks = [d for d in hyp.differential if not d.favoured and (d.ask or d.probe)]
         if open_checks and hyp.rank <= 3:
-            con.print(Text("   to tell the causes apart:", style="triage.dim"))
+            con.print(("   to tell the causes apart:", "triage.dim"))
             for d in open_checks:
                 how = d.ask or ""
                 if d.probe:
                     how = (
                         how + "; " if how else ""
                     ) + f"`triage probe` ({d.probe} section), then re-run triage with the bundle"
-                con.print(Text(f"     - {d.branch}: {how}"))
+                con.print((f"     - {d.branch}: {how}", None))
         if explain:
-            con.print(Text("   score terms:", style="triage.dim"))
+            con.print(("   score terms:", "triage.dim"))
             for term in hyp.explain:
-                con.print(Text(f"     {term}", style="triage.dim"))
+                con.print((f"     {term}", "triage.dim"))
     if report.unrecognized:
         con.print()
-        con.print(Text("Unrecognized failure lines (no signature explains them):", style="bold"))
+        con.print(("Unrecognized failure lines (no signature explains them):", "bold"))
         for u in report.unrecognized:
             count = f" (x{u.count})" if u.count > 1 else ""
             con.print(
-                Text(f"  {neutralise(u.input)}:{u.line}{count}: ", style="triage.dim")
-                + Text(neutralise(u.text[:300]))
+                (f"  {neutralise(u.input)}:{u.line}{count}: ", "triage.dim"),
+                (neutralise(u.text[:300]), None),
             )
     return buf.getvalue() if isinstance(buf, io.StringIO) else ""
