@@ -77,3 +77,20 @@ def test_supporting_lines_beyond_the_waiting_queue_are_found_in_files(
         piped = Engine(kb, RunOptions(digest=False)).run(["-"], stdin=fh)  # type: ignore[arg-type]
     count = _supporting_count(piped, "kv-cache-no-memory", "Model loading took")
     assert count == PENDING_PER_SIGNATURE
+
+
+def test_rescan_reads_every_input_of_a_directory(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """The supporting lines sit in one file, the decisive line in another: a directory run finds
+    all of them, with each file's own line numbers."""
+    logs = tmp_path / "run"
+    logs.mkdir()
+    loading = [
+        f"INFO [loader.py:100] Model loading took {20 + i / 100:.2f} GiB\n" for i in range(90)
+    ]
+    (logs / "a-startup.log").write_text("".join(loading))
+    (logs / "b-crash.log").write_text("ValueError: No available memory for the cache blocks.\n")
+    report = Engine(kb, RunOptions(digest=False)).run([str(logs)])
+    assert _supporting_count(report, "kv-cache-no-memory", "Model loading took") == 90
+    hyp = next(h for h in report.hypotheses if h.signature == "kv-cache-no-memory")
+    first = next(e for e in hyp.evidence if e.role == "supporting")
+    assert first.input.endswith("a-startup.log") and first.line == 1
