@@ -9,6 +9,7 @@ The compiled Hyperscan database is cached on disk, keyed by the pattern set.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import re
@@ -189,6 +190,167 @@ class HyperscanScanner:
         return hits
 
 
+class _CompileError(ctypes.Structure):
+    _fields_ = [("message", ctypes.c_char_p), ("expression", ctypes.c_int)]
+
+
+_MATCH_CALLBACK = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_uint,
+    ctypes.c_ulonglong,
+    ctypes.c_ulonglong,
+    ctypes.c_uint,
+    ctypes.c_void_p,
+)
+_HS_FLAG_MULTILINE = 4
+_HS_FLAG_PREFILTER = 128
+_HS_MODE_BLOCK = 1
+
+
+def _system_libhs() -> Any:
+    """The host's Hyperscan library (e.g. Debian's libhyperscan5), built with a runtime that picks
+    AVX2/AVX-512 code paths; the PyPI wheel's bundled build has none. None when absent."""
+    if os.environ.get("TRIAGE_NO_SYSTEM_HS"):
+        return None
+    for name in ("libhs.so.5", "libhs.so"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        lib.hs_version.restype = ctypes.c_char_p
+        ptr, out = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+        lib.hs_compile_multi.argtypes = [
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.POINTER(ctypes.c_uint),
+            ctypes.POINTER(ctypes.c_uint),
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ptr,
+            out,
+            ctypes.POINTER(ctypes.POINTER(_CompileError)),
+        ]
+        lib.hs_free_compile_error.argtypes = [ctypes.POINTER(_CompileError)]
+        lib.hs_free_database.argtypes = [ptr]
+        lib.hs_alloc_scratch.argtypes = [ptr, out]
+        lib.hs_serialize_database.argtypes = [ptr, out, ctypes.POINTER(ctypes.c_size_t)]
+        lib.hs_deserialize_database.argtypes = [ctypes.c_char_p, ctypes.c_size_t, out]
+        lib.hs_scan.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_void_p,
+            _MATCH_CALLBACK,
+            ctypes.c_void_p,
+        ]
+        return lib
+    return None
+
+
+class SystemHyperscanScanner:
+    """Hyperscan through the host's shared library (ctypes): same patterns, same cache scheme."""
+
+    name = "hyperscan-system"
+
+    def __init__(self, patterns: Sequence[str], *, use_cache: bool = True) -> None:
+        lib = _libhs()
+        assert lib is not None
+        self._lib = lib
+        self.prefiltered: list[int] = []
+        version = lib.hs_version().decode("ascii", "replace").split()[0]
+        key = _digest(patterns, f"hs-system-{version}-t{TRANSLATION_VERSION}")
+        path = cache_dir() / f"hss-{key}.db"
+        self._db = ctypes.c_void_p()
+        self.cached = False
+        if use_cache and path.is_file():
+            blob = path.read_bytes()
+            self.cached = lib.hs_deserialize_database(blob, len(blob), ctypes.byref(self._db)) == 0
+        if not self.cached:
+            exprs = [to_bytes_pattern(p).encode("utf-8", "surrogatepass") for p in patterns]
+            self._compile(exprs)
+            if use_cache:
+                _atomic_write(path, self._serialize())
+        self._scratch = ctypes.c_void_p()
+        if self._db.value and lib.hs_alloc_scratch(self._db, ctypes.byref(self._scratch)) != 0:
+            raise RuntimeError("hyperscan: cannot allocate scratch space")
+
+    def _try_compile(self, exprs: list[bytes], flags: list[int]) -> ctypes.c_void_p | None:
+        n = len(exprs)
+        db = ctypes.c_void_p()
+        err = ctypes.POINTER(_CompileError)()
+        rc = self._lib.hs_compile_multi(
+            (ctypes.c_char_p * n)(*exprs),
+            (ctypes.c_uint * n)(*flags),
+            (ctypes.c_uint * n)(*range(n)),
+            n,
+            _HS_MODE_BLOCK,
+            None,  # the platform this process runs on
+            ctypes.byref(db),
+            ctypes.byref(err),
+        )
+        if rc != 0:
+            self._lib.hs_free_compile_error(err)
+            return None
+        return db
+
+    def _compile(self, exprs: list[bytes]) -> None:
+        if not exprs:
+            return
+        flags = [_HS_FLAG_MULTILINE] * len(exprs)
+        db = self._try_compile(exprs, flags)
+        if db is None:  # some pattern needs prefilter mode: find which, one compile each
+            for i, expr in enumerate(exprs):
+                single = self._try_compile([expr], [flags[i]])
+                if single is None:
+                    flags[i] |= _HS_FLAG_PREFILTER
+                    self.prefiltered.append(i)
+                else:
+                    self._lib.hs_free_database(single)
+            db = self._try_compile(exprs, flags)
+        if db is None:
+            raise RuntimeError("hyperscan: the pattern set does not compile")
+        self._db = db
+
+    def _serialize(self) -> bytes:
+        blob = ctypes.c_void_p()
+        length = ctypes.c_size_t()
+        if not self._db.value or self._lib.hs_serialize_database(
+            self._db, ctypes.byref(blob), ctypes.byref(length)
+        ):
+            return b""
+        try:
+            return ctypes.string_at(blob, length.value)
+        finally:
+            libc = ctypes.CDLL(None)
+            libc.free.argtypes = [ctypes.c_void_p]
+            libc.free(blob)
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        hits: list[tuple[int, int]] = []
+        if not data or not self._db.value:
+            return hits
+        append = hits.append
+
+        def on_match(pid: int, start: int, end: int, flags: int, ctx: object) -> int:
+            append((end, pid))
+            return 0
+
+        callback = _MATCH_CALLBACK(on_match)
+        rc = self._lib.hs_scan(self._db, data, len(data), 0, self._scratch, callback, None)
+        if rc != 0:
+            raise RuntimeError(f"hyperscan: scan failed ({rc})")
+        return hits
+
+
+_LIBHS: list[Any] = []
+
+
+def _libhs() -> Any:
+    if not _LIBHS:
+        _LIBHS.append(_system_libhs())
+    return _LIBHS[0]
+
+
 def _hs_version() -> str:
     """The bindings' version (the wheel bundles its Hyperscan build), read from the module rather
     than importlib.metadata, which costs ~20 ms of start-up."""
@@ -284,6 +446,8 @@ class ReScanner:
 
 def available_engines() -> list[str]:
     out = []
+    if _libhs() is not None:
+        out.append("hyperscan-system")
     if _hs is not None:
         out.append("hyperscan")
     if _re2 is not None:
@@ -305,6 +469,13 @@ def chosen_engine(engine: str | None = None) -> str:
 def make_scanner(patterns: Sequence[str], engine: str | None = None) -> Scanner:
     """A scanner of the chosen engine (see `chosen_engine`)."""
     name = chosen_engine(engine)
+    if name == "hyperscan-system":
+        try:
+            return SystemHyperscanScanner(patterns)
+        except Exception:  # an unusable host library: the wheel (or RE2) still works
+            if engine == name:
+                raise
+            name = chosen_engine("hyperscan")
     if name == "hyperscan":
         return HyperscanScanner(patterns)
     if name == "re2":
