@@ -90,7 +90,8 @@ def main() -> int:
         os.environ.update({k: env[k] for k in ("TRIAGE_CACHE_DIR", "TRIAGE_DB")})
 
         from triage.kb import store
-        from triage.kb.load import content_hash, default_signature_dir, load_signatures
+        from triage.kb.load import load_signatures
+        from triage.kb.paths import content_hash, default_signature_dir
 
         root = default_signature_dir()
         built = store.build(root)

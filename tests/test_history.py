@@ -25,7 +25,8 @@ from triage.history.cli import APPS
 from triage.history.draft import draft_cluster, template_regex
 from triage.history.schema import connect, opened
 from triage.kb import store
-from triage.kb.load import default_signature_dir, load_signature_file
+from triage.kb.load import load_signature_file
+from triage.kb.paths import default_signature_dir
 from triage.models import Hypothesis, InputInfo, Report, Unrecognized
 
 CORPUS = ROOT / "corpus"

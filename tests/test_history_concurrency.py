@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 from triage.api import Engine
 from triage.history.schema import connect, opened
 from triage.kb import store
-from triage.kb.load import default_signature_dir
+from triage.kb.paths import default_signature_dir
 from triage.models import Report, Unrecognized
 
 WRITERS = 3

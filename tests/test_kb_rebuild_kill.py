@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import ROOT
 from triage.kb import store
-from triage.kb.load import content_hash, default_signature_dir
+from triage.kb.paths import content_hash, default_signature_dir
 
 IDS = (
     "cuda-illegal-memory-access",

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from tests.conftest import ROOT
 from triage.kb import store
 from triage.kb.commands import APPS, fts_query
-from triage.kb.load import content_hash, default_signature_dir, load_signatures
+from triage.kb.load import load_signatures
+from triage.kb.paths import content_hash, default_signature_dir
 
 SIGNATURES = default_signature_dir()
 runner = CliRunner()

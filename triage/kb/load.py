@@ -13,12 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from triage.kb.paths import (  # noqa: F401  (re-exported: older imports)
-    LoadError,
-    content_hash,
-    default_signature_dir,
-    signature_files,
-)
+from triage.kb.paths import LoadError, default_signature_dir, signature_files
 from triage.kb.schema import Signature
 
 MAX_SIGNATURE_BYTES = 256 * 1024
