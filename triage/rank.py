@@ -219,7 +219,8 @@ def differential(cand: Candidate, facts: dict[str, Any]) -> list[DifferentialOut
 def rank(
     signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str, Any]
 ) -> list[Hypothesis]:
-    """Order the hypotheses; symptoms explained by a cause move under it."""
+    """Order the hypotheses; symptoms explained by a cause move under it. `hits` come in input
+    order (`Engine.report` sorts them), which every tie below relies on."""
     cands = build_candidates(signatures, hits)
     by_id = {c.sig.id: c for c in cands}
     # explicit explanations: a cause that lists a fired symptom in `explains`
@@ -289,12 +290,7 @@ def rank(
 
 def _evidence(cand: Candidate) -> list[EvidenceOut]:
     evidence: list[Evidence] = fold_evidence(cand.decisive) + fold_evidence(cand.supporting)
-    # branches in order of their first line, whatever order the scan confirmed them in
-    branches = sorted(
-        cand.diff_evidence.values(),
-        key=lambda hits: min((h.line.input, h.line.number) for h in hits),
-    )
-    for hits in branches:
+    for hits in cand.diff_evidence.values():  # branches in order of their first line
         evidence += fold_evidence(hits)
     return [
         EvidenceOut(
