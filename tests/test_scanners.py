@@ -68,3 +68,35 @@ def test_version_reports_the_engine_a_run_uses(monkeypatch: pytest.MonkeyPatch) 
     ).stdout
     expected = "re2" if "re2" in available_engines() else available_engines()[-1]
     assert f"scanner: {expected};" in out
+
+
+@pytest.mark.parametrize(
+    "engine_name", [e for e in available_engines() if e.startswith("hyperscan")]
+)
+def test_a_pattern_hyperscan_refuses_runs_in_prefilter_mode(engine_name: str) -> None:
+    """A back-reference compiles only as a prefilter: the rest of the set still compiles exactly,
+    and the prefiltered pattern reports a superset that confirmation narrows."""
+    from triage.scanners import HyperscanScanner, SystemHyperscanScanner
+
+    cls = HyperscanScanner if engine_name == "hyperscan" else SystemHyperscanScanner
+    scanner = cls(["abc", r"(a)\1x"], use_cache=False)
+    assert scanner.prefiltered == [1]
+    assert scanner.scan(b"zz abc\naax\n") == [(6, 0), (10, 1)]
+
+
+def test_an_unusable_host_library_falls_back_to_the_next_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from triage import scanners
+
+    if "hyperscan-system" not in available_engines():
+        pytest.skip("no host Hyperscan library")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("unusable")
+
+    monkeypatch.setattr(scanners, "SystemHyperscanScanner", broken)
+    monkeypatch.delenv("TRIAGE_ENGINE", raising=False)
+    assert scanners.make_scanner(["abc"]).name == available_engines()[1]
+    with pytest.raises(RuntimeError):
+        scanners.make_scanner(["abc"], "hyperscan-system")

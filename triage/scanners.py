@@ -10,11 +10,12 @@ The compiled Hyperscan database is cached on disk, keyed by the pattern set.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -156,26 +157,21 @@ class HyperscanScanner:
         self._scratch: Any = None
 
     def _compile(self, exprs: list[bytes]) -> Any:
-        flags = [_hs.HS_FLAG_MULTILINE] * len(exprs)
         db = _hs.Database()
         if not exprs:
             return db
-        try:
-            db.compile(
-                expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags
-            )
-            return db
-        except Exception:
-            pass  # some pattern needs prefilter mode: find which, one compile each
-        for i, expr in enumerate(exprs):
-            single = _hs.Database()
+
+        def compiles(batch: list[bytes], flags: list[int]) -> Any:
+            attempt = _hs.Database()
             try:
-                single.compile(expressions=[expr], ids=[0], elements=1, flags=[flags[i]])
+                attempt.compile(
+                    expressions=batch, ids=list(range(len(batch))), elements=len(batch), flags=flags
+                )
             except Exception:
-                flags[i] |= _hs.HS_FLAG_PREFILTER
-                self.prefiltered.append(i)
-        db = _hs.Database()
-        db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+                return None
+            return attempt
+
+        db, self.prefiltered = _compile_with_prefilter(exprs, compiles)
         return db
 
     def scan(self, data: bytes) -> list[tuple[int, int]]:
@@ -205,6 +201,31 @@ _MATCH_CALLBACK = ctypes.CFUNCTYPE(
 _HS_FLAG_MULTILINE = 4
 _HS_FLAG_PREFILTER = 128
 _HS_MODE_BLOCK = 1
+
+
+def _compile_with_prefilter(
+    exprs: list[bytes],
+    compile_set: Callable[[list[bytes], list[int]], Any],
+    discard: Callable[[Any], object] = lambda db: None,
+) -> tuple[Any, list[int]]:
+    """Compile the whole set with one Hyperscan binding; when it refuses, find the patterns it
+    cannot compile exactly (one compile each) and give them prefilter mode (a superset that
+    confirmation narrows). Returns the database and the prefiltered pattern indexes."""
+    flags = [_HS_FLAG_MULTILINE] * len(exprs)
+    db = compile_set(exprs, flags)
+    prefiltered: list[int] = []
+    if db is None:
+        for i, expr in enumerate(exprs):
+            probe = compile_set([expr], [flags[i]])
+            if probe is None:
+                flags[i] |= _HS_FLAG_PREFILTER
+                prefiltered.append(i)
+            else:
+                discard(probe)
+        db = compile_set(exprs, flags)
+    if db is None:
+        raise RuntimeError("hyperscan: the pattern set does not compile")
+    return db, prefiltered
 
 
 def _system_libhs() -> Any:
@@ -294,22 +315,10 @@ class SystemHyperscanScanner:
         return db
 
     def _compile(self, exprs: list[bytes]) -> None:
-        if not exprs:
-            return
-        flags = [_HS_FLAG_MULTILINE] * len(exprs)
-        db = self._try_compile(exprs, flags)
-        if db is None:  # some pattern needs prefilter mode: find which, one compile each
-            for i, expr in enumerate(exprs):
-                single = self._try_compile([expr], [flags[i]])
-                if single is None:
-                    flags[i] |= _HS_FLAG_PREFILTER
-                    self.prefiltered.append(i)
-                else:
-                    self._lib.hs_free_database(single)
-            db = self._try_compile(exprs, flags)
-        if db is None:
-            raise RuntimeError("hyperscan: the pattern set does not compile")
-        self._db = db
+        if exprs:
+            self._db, self.prefiltered = _compile_with_prefilter(
+                exprs, self._try_compile, self._lib.hs_free_database
+            )
 
     def _serialize(self) -> bytes:
         blob = ctypes.c_void_p()
@@ -342,13 +351,9 @@ class SystemHyperscanScanner:
         return hits
 
 
-_LIBHS: list[Any] = []
-
-
+@functools.cache
 def _libhs() -> Any:
-    if not _LIBHS:
-        _LIBHS.append(_system_libhs())
-    return _LIBHS[0]
+    return _system_libhs()
 
 
 def _hs_version() -> str:
@@ -472,10 +477,10 @@ def make_scanner(patterns: Sequence[str], engine: str | None = None) -> Scanner:
     if name == "hyperscan-system":
         try:
             return SystemHyperscanScanner(patterns)
-        except Exception:  # an unusable host library: the wheel (or RE2) still works
+        except Exception:  # an unusable host library: the next engine still works
             if engine == name:
                 raise
-            name = chosen_engine("hyperscan")
+            name = available_engines()[1]
     if name == "hyperscan":
         return HyperscanScanner(patterns)
     if name == "re2":
