@@ -41,28 +41,35 @@ REPORT_PAIRS = [
 ]
 
 
+def _plain(value: Any) -> Any:
+    """A default as data: nested records and models both become dicts."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    return value
+
+
 def _default(f: dataclasses.Field[Any]) -> Any:
     if f.default is not dataclasses.MISSING:
-        return f.default
+        return _plain(f.default)
     if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
+        return _plain(f.default_factory())
     return "<required>"
 
 
 @pytest.mark.parametrize(("record", "model"), SIGNATURE_PAIRS + REPORT_PAIRS)
 def test_same_fields_order_and_defaults(record: type, model: type[BaseModel]) -> None:
     mine = [(f.name, _default(f)) for f in dataclasses.fields(record)]
-    theirs = []
-    for name, info in model.model_fields.items():
-        default = (
-            "<required>" if info.is_required() else info.get_default(call_default_factory=True)
+    theirs = [
+        (
+            name,
+            "<required>"
+            if info.is_required()
+            else _plain(info.get_default(call_default_factory=True)),
         )
-        if isinstance(default, BaseModel):
-            default = dataclasses.asdict(record.__dataclass_fields__[name].default_factory())  # type: ignore[attr-defined]
-            mine = [
-                (n, dataclasses.asdict(d) if dataclasses.is_dataclass(d) else d) for n, d in mine
-            ]
-        theirs.append((name, default))
+        for name, info in model.model_fields.items()
+    ]
     assert mine == theirs
 
 
