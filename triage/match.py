@@ -160,11 +160,7 @@ class Matcher:
     def confirm_waiting(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
         """Candidates that waited in another worker: confirm those whose signature fired."""
         refs = self.table.refs
-        for input_name, number, raw, pids in entries:
-            if refs[pids[0]].owner in self._decided:
-                line = Line(input=input_name, number=number, raw=raw.decode("utf-8", "replace"))
-                frame_line(line)
-                self._confirm(line, pids)
+        self._confirm_waited(e for e in entries if refs[e[3][0]].owner in self._decided)
 
     def feed_rescan(self, segment: Segment) -> None:
         assert self._rescan is not None
@@ -223,7 +219,10 @@ class Matcher:
     def _release(self, owner: str) -> None:
         """A decisive hit arrived: confirm the supporting candidates that waited for it."""
         self._decided.add(owner)
-        for input_name, number, raw, pids in self._pending.pop(owner, ()):
+        self._confirm_waited(self._pending.pop(owner, ()))
+
+    def _confirm_waited(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
+        for input_name, number, raw, pids in entries:
             line = Line(input=input_name, number=number, raw=raw.decode("utf-8", "replace"))
             frame_line(line)
             self._confirm(line, pids)
