@@ -154,7 +154,6 @@ class HyperscanScanner:
             self.db = self._compile(exprs)
             if use_cache:
                 _atomic_write(path, _hs.dumpb(self.db))
-        self._scratch: Any = None
 
     def _compile(self, exprs: list[bytes]) -> Any:
         db = _hs.Database()
