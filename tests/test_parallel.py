@@ -94,3 +94,37 @@ def test_rescan_reads_every_input_of_a_directory(kb: KnowledgeBase, tmp_path: Pa
     hyp = next(h for h in report.hypotheses if h.signature == "kv-cache-no-memory")
     first = next(e for e in hyp.evidence if e.role == "supporting")
     assert first.input.endswith("a-startup.log") and first.line == 1
+
+
+def test_a_file_stops_locating_candidates_once_their_queue_overflowed(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Healthy high-load stats lines are supporting candidates of a signature that never fires:
+    from a file, only the first queue's worth is located (a rescan would replace them anyway);
+    from a pipe, the queue keeps the most recent. The report is the same either way."""
+    from triage import match
+    from triage.match import PENDING_PER_SIGNATURE
+
+    stats = "".join(
+        f"INFO [loggers.py:123] Engine 000: GPU KV cache usage: 9{i % 10}.{i % 7}%, "
+        f"Prefix cache hit rate: 0.0%\n"
+        for i in range(500)
+    )
+    path = tmp_path / "busy.log"
+    path.write_text(stats)
+    located: list[int] = []
+    original = match._locate
+
+    def counting(segment, raw_hits):  # type: ignore[no-untyped-def]
+        located.append(len(raw_hits))
+        return original(segment, raw_hits)
+
+    monkeypatch.setattr(match, "_locate", counting)
+    engine = Engine(kb, RunOptions(chunk_size=4 << 10, digest=False))
+    from_file = engine.run([str(path)])
+    assert 0 < sum(located) <= PENDING_PER_SIGNATURE + 40  # one segment past the overflow
+    located.clear()
+    with path.open("rb") as fh:
+        piped = engine.run_inputs([api.InputSpec(str(path), stream=fh)])  # named as the file
+    assert sum(located) >= 500
+    assert render_json(from_file) == render_json(piped)

@@ -96,6 +96,7 @@ class Engine:
         overflowed before it fired gets them all from a rescan (see `Matcher`)."""
         rereadable = bool(specs) and all(s.path is not None and _plain_file(s.path) for s in specs)
         matcher = self.new_matcher()
+        matcher.rereadable = rereadable
         sources: list[Source] = []
         samples: dict[str, list[Line]] = {}
         digests: dict[str, str] = {}

@@ -91,6 +91,11 @@ class Matcher:
     what the bounded queue kept: a file's report never depends on where its decisive line sat.
     (Scanning supporting patterns only in a second pass was measured slower: the second read and
     line index cost more than Hyperscan saves on the first.)
+
+    With `rereadable` set (every input a plain file), a signature's waiting candidates stop being
+    located once its queue overflowed: should it fire, the rescan finds them all again and
+    replaces whatever this pass kept, so locating them would be wasted (a healthy high-load log's
+    stats lines are most candidate lines).
     """
 
     def __init__(self, table: PatternTable, engine: str | None = None) -> None:
@@ -106,6 +111,8 @@ class Matcher:
         self._decided: set[str] = set()  # signatures with a confirmed decisive hit
         self._pending: dict[str, deque[tuple[str, int, bytes, list[int]]]] = {}
         self.overflowed: set[str] = set()  # signatures whose queue dropped a candidate
+        self.rereadable = False
+        self._skipped: set[int] = set()  # waiting patterns of overflowed signatures (rereadable)
 
     def _scanner_for(self, pattern_ids: Iterable[int]) -> tuple[Scanner, list[list[int]]]:
         """One scanner pattern per distinct regex (signatures share evidence patterns such as
@@ -146,6 +153,7 @@ class Matcher:
             pid for pid, eager in enumerate(self._eager) if not eager and refs[pid].owner in owners
         ]
         dropped = set(pids)
+        self._skipped.clear()  # the first pass is over
         self.result.hits = [h for h in self.result.hits if h.pattern_index not in dropped]
         for pid in dropped:
             self.result.counts.pop(pid, None)
@@ -175,6 +183,11 @@ class Matcher:
         if not scanned:
             return
         raw_hits = [(end, pid) for end, upid in scanned for pid in users[upid]]
+        if self._skipped:
+            skipped = self._skipped
+            raw_hits = [hit for hit in raw_hits if hit[1] not in skipped]
+            if not raw_hits:
+                return
         by_line = _locate(segment, raw_hits)
         refs = self.table.refs
         for (start, end, number_offset), pattern_ids, last_end in by_line:
@@ -188,7 +201,7 @@ class Matcher:
                 for owner in {refs[pid].owner for pid in waiting}:
                     queue = self._pending.setdefault(owner, deque(maxlen=PENDING_PER_SIGNATURE))
                     if len(queue) == PENDING_PER_SIGNATURE:
-                        self.overflowed.add(owner)
+                        self._overflow(owner)
                     queue.append(
                         (
                             segment.input,
@@ -215,6 +228,16 @@ class Matcher:
             )
             frame_line(line)
             self._confirm(line, sorted(eager))
+
+    def _overflow(self, owner: str) -> None:
+        self.overflowed.add(owner)
+        if self.rereadable:
+            refs = self.table.refs
+            self._skipped.update(
+                pid
+                for pid, eager in enumerate(self._eager)
+                if not eager and refs[pid].owner == owner
+            )
 
     def _release(self, owner: str) -> None:
         """A decisive hit arrived: confirm the supporting candidates that waited for it."""

@@ -60,6 +60,7 @@ def _scan_range(args: tuple[str, str, int, int, frozenset[str] | None]) -> Range
     name, path_str, start, end, rescan = args
     assert _ENGINE is not None
     matcher = _ENGINE.new_matcher()
+    matcher.rereadable = True  # a range of a plain file: any overflow is answered by a rescan
     source = Source(name=name, path=Path(path_str))
     feed = matcher.feed
     if rescan is not None:
