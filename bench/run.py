@@ -60,6 +60,17 @@ def median_run(label: str, runs: int, fn) -> tuple[float, float]:  # type: ignor
     return statistics.median(walls), max(rss)
 
 
+def interleaved(cases: dict[str, Any], runs: int) -> dict[str, list[tuple[float, float]]]:
+    """Every case once per round, `runs` rounds: a slow minute of a shared machine then slows
+    every program alike instead of whichever happened to run in it (ratios are also given per
+    round). Returns (wall, RSS) samples per case, in round order."""
+    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in cases}
+    for _ in range(runs):
+        for label, fn in cases.items():
+            samples[label].append(fn())
+    return samples
+
+
 def replicate_patterns(patterns: list[str], target: int) -> list[str]:
     """The KB's patterns, replicated with a distinct literal suffix until `target` patterns."""
     out = list(patterns)
@@ -175,27 +186,30 @@ def main() -> None:
                 [rg, "-a", "-n", "--no-unicode", "-f", str(rust_file), str(p)], env=env
             )
         print(f"\n== {path.name}: {mb:.0f} MB ==")
-        for label, fn in cases.items():
-            wall, rss = median_run(label, args.runs, fn)
+        rounds = interleaved(cases, args.runs)
+        for label, samples in rounds.items():
+            wall = statistics.median(w for w, _ in samples)
+            rss = max(r for _, r in samples)
             results[(label, size)] = (wall, rss)
             print(
                 f"{label:<22} {wall:8.2f} s  {mb / wall:8.1f} MB/s  peak RSS {rss:7.1f} MiB",
                 flush=True,
             )
-        tri = results[("triage file", size)][0]
-        if grep:
-            print(f"ratio triage/grep speed: {results[('grep -E -f', size)][0] / tri:.2f}x")
-        if rg:
-            print(f"ratio triage/rg speed:   {results[('rg --no-unicode -f', size)][0] / tri:.2f}x")
-            fallback = results.get(("triage re2 fallback", size))
-            if fallback:
-                print(
-                    f"ratio triage re2 fallback/rg speed: {results[('rg --no-unicode -f', size)][0] / fallback[0]:.2f}x"
+        ratios = [
+            ("triage/grep", "grep -E -f", "triage file"),
+            ("triage/rg", "rg --no-unicode -f", "triage file"),
+            ("triage re2 fallback/rg", "rg --no-unicode -f", "triage re2 fallback"),
+            (f"triage --jobs {args.jobs}/rg", "rg --no-unicode -f", f"triage --jobs {args.jobs}"),
+        ]
+        for name, baseline, subject in ratios:
+            if baseline in rounds and subject in rounds:
+                pooled = results[(baseline, size)][0] / results[(subject, size)][0]
+                paired = statistics.median(
+                    b[0] / t[0] for b, t in zip(rounds[baseline], rounds[subject], strict=True)
                 )
-            key = (f"triage --jobs {args.jobs}", size)
-            if key in results:
                 print(
-                    f"ratio triage --jobs {args.jobs}/rg speed: {results[('rg --no-unicode -f', size)][0] / results[key][0]:.2f}x"
+                    f"ratio {name} speed: {pooled:.2f}x (ratio of medians); "
+                    f"{paired:.2f}x (median of the {args.runs} rounds' ratios)"
                 )
     if len(sizes) > 1:
         a, b = sizes[0], sizes[-1]
@@ -219,15 +233,27 @@ def main() -> None:
         ],
         env=env2,
     )
-    wall2, rss2 = median_run(
-        "2000",
+    scaling = interleaved(
+        {
+            "kb": lambda: timed([*triage, "--no-history", "--format", "json", str(path)], env=env),
+            "2000": lambda: timed(
+                [
+                    *triage,
+                    "--no-history",
+                    "--signatures",
+                    str(sig_dir),
+                    "--format",
+                    "json",
+                    str(path),
+                ],
+                env=env2,
+            ),
+        },
         args.runs,
-        lambda: timed(
-            [*triage, "--no-history", "--signatures", str(sig_dir), "--format", "json", str(path)],
-            env=env2,
-        ),
     )
-    wall1 = results[("triage file", size)][0]
+    wall1 = statistics.median(w for w, _ in scaling["kb"])
+    wall2 = statistics.median(w for w, _ in scaling["2000"])
+    rss2 = max(r for _, r in scaling["2000"])
     print(
         f"\npattern scaling on {size} MB: KB ({n_patterns} patterns) {wall1:.2f} s; "
         f"2,000 patterns {wall2:.2f} s (x{wall2 / wall1:.2f}), peak RSS {rss2:.1f} MiB"
