@@ -142,3 +142,47 @@ def test_a_line_spanning_many_reads_is_joined_once_and_capped() -> None:
     segs = list(iter_segments(io.BytesIO(long_line), capped, chunk_size=1000, max_line=10_000))
     assert b"".join(s.data for s in segs) == long_line  # nothing lost, the line is cut
     assert capped.notes and "longer than" in capped.notes[0]
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+def test_mapped_windows_give_the_report_a_pipe_gives(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, eol: bytes
+) -> None:  # type: ignore[no-untyped-def]
+    """Large files are scanned in place (windows of the memory map, no copy): every engine then
+    reports what it reports from the same bytes read through a pipe."""
+    from triage import read
+    from triage.api import InputSpec
+    from triage.render.json import render_json
+    from triage.scanners import available_engines
+
+    corpus = sorted((Path(__file__).resolve().parent.parent / "corpus").rglob("*.log"))
+    body = b"".join(p.read_bytes() for p in corpus[:40])
+    data = eol.join(body.splitlines()) + eol + b"tail without a break"
+    path = tmp_path / "big.log"
+    path.write_bytes(data)
+    monkeypatch.setattr(read, "VECTOR_INDEX_MIN", 1)  # every window mapped, however small
+    windows: list[int] = []
+    original = read._emit
+
+    def spying(chunk, *args):  # type: ignore[no-untyped-def]
+        windows.append(isinstance(chunk, read.MappedText))
+        return original(chunk, *args)
+
+    monkeypatch.setattr(read, "_emit", spying)
+    for name in available_engines():
+        engine.options.engine = name
+        engine._engine_name = name
+        engine.options.chunk_size = 8 << 10
+        try:
+            from_file = engine.run([str(path)])
+            assert windows and all(windows)
+            windows.clear()
+            with path.open("rb") as fh:
+                piped = engine.run_inputs([InputSpec(str(path), stream=fh)])
+            assert windows and not any(windows)
+            windows.clear()
+        finally:
+            engine.options.engine = engine._engine_name = None
+            engine.options.chunk_size = read.CHUNK_SIZE
+        assert len(from_file.hypotheses) > 5, name
+        assert render_json(from_file) == render_json(piped), name

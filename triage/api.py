@@ -22,8 +22,10 @@ from triage.read import (
     CHUNK_SIZE,
     MAX_DECOMPRESSED,
     InputError,
+    MappedText,
     Segment,
     Source,
+    Text,
     expand_inputs,
     read_source,
 )
@@ -124,7 +126,7 @@ class Engine:
                 for seg in segments:
                     seg.first_line += spec.first_line - 1
                     if self.options.digest:
-                        digest = zlib.crc32(seg.data, digest)
+                        digest = _crc32(seg.data, digest)
                     if name not in samples:
                         samples[name] = sample_lines(seg.data, seg.input, seg.first_line)
                     matcher.feed(seg)
@@ -285,7 +287,14 @@ def _head(path: Path) -> bytes:
         return fh.read(1 << 16)
 
 
-def sample_lines(data: bytes, name: str, first_line: int) -> list[Line]:
+def _crc32(data: Text, value: int) -> int:
+    if isinstance(data, MappedText):
+        with data.view() as view:
+            return zlib.crc32(view, value)
+    return zlib.crc32(data, value)
+
+
+def sample_lines(data: Text, name: str, first_line: int) -> list[Line]:
     """Frame the first lines of an input to name its format (cheap: a few hundred lines)."""
     head = data[: 1 << 16].decode("utf-8", "replace")
     out = []

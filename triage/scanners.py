@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from triage.read import MappedText, Text
+
 _hs: Any
 try:
     import hyperscan as _hs
@@ -34,7 +36,7 @@ except ImportError:  # pragma: no cover
 class Scanner(Protocol):
     name: str
 
-    def scan(self, data: bytes) -> list[tuple[int, int]]:
+    def scan(self, data: Text) -> list[tuple[int, int]]:
         """Candidate (end_offset, pattern_id) pairs in data, in any order."""
         ...
 
@@ -173,14 +175,19 @@ class HyperscanScanner:
         db, self.prefiltered = _compile_with_prefilter(exprs, compiles)
         return db
 
-    def scan(self, data: bytes) -> list[tuple[int, int]]:
+    def scan(self, data: Text) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
         append = hits.append
 
         def on_match(pid: int, start: int, end: int, flags: int, ctx: object) -> None:
             append((end, pid))
 
-        if data:
+        if not data:
+            return hits
+        if isinstance(data, MappedText):
+            with data.view() as view:  # the mapped pages, released before the map closes
+                self.db.scan(view, match_event_handler=on_match)
+        else:
             self.db.scan(data, match_event_handler=on_match)
         return hits
 
@@ -333,7 +340,7 @@ class SystemHyperscanScanner:
             libc.free.argtypes = [ctypes.c_void_p]
             libc.free(blob)
 
-    def scan(self, data: bytes) -> list[tuple[int, int]]:
+    def scan(self, data: Text) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
         if not data or not self._db.value:
             return hits
@@ -344,7 +351,14 @@ class SystemHyperscanScanner:
             return 0
 
         callback = _MATCH_CALLBACK(on_match)
-        rc = self._lib.hs_scan(self._db, data, len(data), 0, self._scratch, callback, None)
+        pages = None
+        if isinstance(data, MappedText):
+            pages = data.array()  # kept alive for the call: Hyperscan reads the mapped pages
+            buffer: bytes | ctypes.c_char_p = ctypes.c_char_p(pages.ctypes.data)
+        else:
+            buffer = data
+        rc = self._lib.hs_scan(self._db, buffer, len(data), 0, self._scratch, callback, None)
+        del pages
         if rc != 0:
             raise RuntimeError(f"hyperscan: scan failed ({rc})")
         return hits
@@ -396,8 +410,9 @@ class Re2SetScanner:
             self._singles.append(single)
         self._set.Compile()
 
-    def scan(self, data: bytes) -> list[tuple[int, int]]:
+    def scan(self, data: Text) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
+        data = bytes(data)  # RE2's matches run on bytes (a copy for a mapped window)
         view = memoryview(data)
         start = 0
         n = len(data)
@@ -415,8 +430,7 @@ class Re2SetScanner:
                     if m is None:
                         break
                     hits.append((max(m.end(), m.start() + 1), pid))
-                    nl = data.find(b"\n", m.end() if m.end() > m.start() else m.start() + 1)
-                    pos = end if nl < 0 else nl + 1
+                    pos = _next_line(data, max(m.end(), m.start() + 1), end)
             start = end
         return hits
 
@@ -432,8 +446,9 @@ class ReScanner:
             for p in patterns
         ]
 
-    def scan(self, data: bytes) -> list[tuple[int, int]]:
+    def scan(self, data: Text) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
+        data = bytes(data)
         for pid, regex in enumerate(self._compiled):
             pos = 0
             while True:
@@ -441,11 +456,18 @@ class ReScanner:
                 if m is None:
                     break
                 hits.append((max(m.end(), m.start() + 1), pid))
-                nl = data.find(b"\n", max(m.end(), m.start() + 1))
-                if nl < 0:
-                    break
-                pos = nl + 1
+                pos = _next_line(data, max(m.end(), m.start() + 1), len(data))
         return hits
+
+
+def _next_line(data: bytes, pos: int, end: int) -> int:
+    """Where the line after `pos` starts (one match per pattern and line is all a scan needs):
+    after the next LF, or after a lone CR (tqdm bars, CR-only files); `end` when there is none."""
+    lf = data.find(b"\n", pos, end)
+    cr = data.find(b"\r", pos, lf if lf >= 0 else end)
+    if cr >= 0 and (cr + 1 >= end or data[cr + 1] != 10):
+        return cr + 1
+    return end if lf < 0 else lf + 1
 
 
 def available_engines() -> list[str]:
