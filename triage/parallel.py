@@ -9,6 +9,7 @@ bounded queue overflowed, the rescan (see `Matcher.begin_rescan`) runs over the 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
 from collections import defaultdict
@@ -86,6 +87,8 @@ def _run(
 ) -> list[RangeResult]:
     global _ENGINE
     _ENGINE = engine  # inherited by the forked workers, never pickled
+    with contextlib.suppress(ImportError):
+        import numpy  # noqa: F401  (the line index's: imported once here, not once per worker)
     try:
         ranges = split_points(path, jobs)
         ctx: Any = multiprocessing.get_context("fork")
