@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from triage.models import Line
 from triage.textutil import strip_ansi
+from triage.usertext import elide_user_text
 
 # (name, regex, fields to keep). Outer wrappers: stripped repeatedly in this order.
 _OUTER: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -111,7 +112,8 @@ _LEVEL_NAMES = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL", "WARN":
 
 def frame_line(line: Line) -> Line:
     """Fill the wrapper fields of a line in place and return it."""
-    text = line.text or strip_ansi(line.raw)
+    # Users' prompts and the model's answers in request-log lines are never matched (usertext).
+    text = line.text or elide_user_text(strip_ansi(line.raw))
     line.text = text
     # Wrappers and headers sit at the start: frame a bounded head, so that a 100 MB line costs
     # what a short one does (the grammars' open-ended classes would otherwise scan all of it).
