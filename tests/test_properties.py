@@ -441,7 +441,7 @@ def _check_indexes(data: bytes) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# mapped windows: a segment of a large file is a window of its memory map, read like bytes
+# text windows: a large segment of a file is a window of one read's bytes, read like bytes
 
 _WINDOW_BYTES = st.binary(max_size=600).map(lambda b: bytes(b"ab\r\n\0x"[x % 6] for x in b))
 
@@ -456,41 +456,32 @@ _WINDOW_BYTES = st.binary(max_size=600).map(lambda b: bytes(b"ab\r\n\0x"[x % 6] 
         st.one_of(st.none(), st.integers(-700, 700)),
     ),
 )
-def test_a_mapped_window_reads_like_its_bytes(
-    tmp_path_factory: pytest.TempPathFactory,
+def test_a_text_window_reads_like_its_bytes(
     data: bytes,
     cut: tuple[int, int],
     probe: tuple[bytes, int | None, int | None],
 ) -> None:
-    import mmap
+    from triage.read import TextWindow
 
-    from triage.read import MappedText
-
-    if not data:
-        return
-    path = tmp_path_factory.mktemp("mapped") / "window.log"
-    path.write_bytes(data)
     start, end = sorted(min(c, len(data)) for c in cut)
     expected = data[start:end]
     sub, a, b = probe
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        window = MappedText(mm, start, end)
-        assert len(window) == len(expected) and bytes(window) == expected
-        assert window.find(sub, a, b) == expected.find(sub, a, b)
-        assert window.rfind(sub, a, b) == expected.rfind(sub, a, b)
-        assert window.count(sub, a, b) == expected.count(sub, a, b)
-        assert window[a:b] == expected[a:b]
-        assert (sub in window) == (sub in expected)
-        assert window.endswith((b"\n", b"\r")) == expected.endswith((b"\n", b"\r"))
-        for index in (a, b, 0, -1):
-            if index is not None and -len(expected) <= index < len(expected):
-                assert window[index] == expected[index]
-        if expected:
-            assert bytes(window.array()) == expected
-            with window.view() as view:
-                assert view.tobytes() == expected
-            vector = read_index_of(window)
-            assert vector == read_index_of(expected)
+    window = TextWindow(data, start, end)
+    assert len(window) == len(expected) and bytes(window) == expected
+    assert window.find(sub, a, b) == expected.find(sub, a, b)
+    assert window.rfind(sub, a, b) == expected.rfind(sub, a, b)
+    assert window.count(sub, a, b) == expected.count(sub, a, b)
+    assert window[a:b] == expected[a:b]
+    assert (sub in window) == (sub in expected)
+    assert window.endswith((b"\n", b"\r")) == expected.endswith((b"\n", b"\r"))
+    for index in (a, b, 0, -1):
+        if index is not None and -len(expected) <= index < len(expected):
+            assert window[index] == expected[index]
+    if expected:
+        assert bytes(window.array()) == expected
+        with window.view() as view:
+            assert view.tobytes() == expected
+        assert read_index_of(window) == read_index_of(expected)
 
 
 def read_index_of(data: bytes | object) -> tuple[int, list[int]]:

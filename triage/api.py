@@ -22,10 +22,10 @@ from triage.read import (
     CHUNK_SIZE,
     MAX_DECOMPRESSED,
     InputError,
-    MappedText,
     Segment,
     Source,
     Text,
+    TextWindow,
     expand_inputs,
     read_source,
 )
@@ -288,7 +288,7 @@ def _head(path: Path) -> bytes:
 
 
 def _crc32(data: Text, value: int) -> int:
-    if isinstance(data, MappedText):
+    if isinstance(data, TextWindow):
         with data.view() as view:
             return zlib.crc32(view, value)
     return zlib.crc32(data, value)

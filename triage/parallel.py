@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.match import KEEP_HITS_PER_PATTERN
-from triage.read import CHUNK_SIZE, Source, iter_mmap_segments
+from triage.read import CHUNK_SIZE, Source, iter_file_segments
 
 if TYPE_CHECKING:
     from triage.api import Engine
@@ -67,7 +67,7 @@ def _scan_range(args: tuple[str, str, int, int, frozenset[str] | None]) -> Range
     if rescan is not None:
         matcher.begin_rescan(rescan)
         feed = matcher.feed_rescan
-    for seg in iter_mmap_segments(Path(path_str), source, CHUNK_SIZE, byte_range=(start, end)):
+    for seg in iter_file_segments(Path(path_str), source, CHUNK_SIZE, byte_range=(start, end)):
         feed(seg)
     return RangeResult(
         source.lines,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from triage.read import MappedText, Text
+from triage.read import Text, TextWindow
 
 _hs: Any
 try:
@@ -184,8 +184,8 @@ class HyperscanScanner:
 
         if not data:
             return hits
-        if isinstance(data, MappedText):
-            with data.view() as view:  # the mapped pages, released before the map closes
+        if isinstance(data, TextWindow):
+            with data.view() as view:  # the read's own buffer
                 self.db.scan(view, match_event_handler=on_match)
         else:
             self.db.scan(data, match_event_handler=on_match)
@@ -352,8 +352,8 @@ class SystemHyperscanScanner:
 
         callback = _MATCH_CALLBACK(on_match)
         pages = None
-        if isinstance(data, MappedText):
-            pages = data.array()  # kept alive for the call: Hyperscan reads the mapped pages
+        if isinstance(data, TextWindow):
+            pages = data.array()  # kept alive for the call: Hyperscan reads the buffer in place
             buffer: bytes | ctypes.c_char_p = ctypes.c_char_p(pages.ctypes.data)
         else:
             buffer = data
@@ -412,7 +412,7 @@ class Re2SetScanner:
 
     def scan(self, data: Text) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
-        data = bytes(data)  # RE2's matches run on bytes (a copy for a mapped window)
+        data = bytes(data)  # RE2's matches run on bytes (a copy for a window)
         view = memoryview(data)
         start = 0
         n = len(data)
