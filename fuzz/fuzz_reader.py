@@ -12,14 +12,27 @@ from __future__ import annotations
 import io
 import re
 import sys
+import tempfile
+from pathlib import Path
 
 import atheris
 
 with atheris.instrument_imports(include=["triage"]):
+    from triage import read
     from triage.frame import frame_line
     from triage.models import Line
-    from triage.read import InputError, Source, count_breaks, iter_segments, read_source
+    from triage.read import (
+        InputError,
+        Source,
+        count_breaks,
+        iter_file_segments,
+        iter_segments,
+        read_source,
+    )
     from triage.textutil import mask, neutralise
+
+read.VECTOR_INDEX_MIN = 1  # every segment of a file a window of its read, however small
+_FILE = Path(tempfile.mkdtemp(prefix="triage-fuzz-")) / "input.log"
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -33,14 +46,25 @@ def _expected_lines(data: bytes) -> int:
 def test_one_input(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
     chunk = fdp.ConsumeIntInRange(1, 512)
-    through_read_source = fdp.ConsumeBool()
+    path = fdp.ConsumeIntInRange(0, 2)  # 0: a pipe, 1: stdin through read_source, 2: a file
     body = fdp.ConsumeBytes(fdp.remaining_bytes())
-    if through_read_source:
+    if path == 2:
+        # the file path: one pread per segment, large ones kept as windows of their read
+        _FILE.write_bytes(body)
+        source = Source(name="fuzz")
+        segs = list(iter_file_segments(_FILE, source, chunk_size=chunk))
+        if source.lines != _expected_lines(body):
+            raise AssertionError(f"file: line count {source.lines} != {_expected_lines(body)}")
+        joined = b"".join(bytes(seg.data) for seg in segs)
+        if source.fmt != "json-lines" and joined != body.replace(b"\0", b" "):
+            raise AssertionError("file: segments do not cover the input exactly once")
+    elif path == 1:
         # the stdin path: sniffs gzip/zstd magic on a buffered stream, caps decompression
         stream = io.BufferedReader(io.BytesIO(body))  # type: ignore[arg-type]
         try:
-            source, segments = read_source("<stdin>", None, chunk_size=chunk,
-                                           max_decompressed=1 << 20, stdin=stream)
+            source, segments = read_source(
+                "<stdin>", None, chunk_size=chunk, max_decompressed=1 << 20, stdin=stream
+            )
             segs = list(segments)
         except InputError:
             return
@@ -54,7 +78,7 @@ def test_one_input(data: bytes) -> None:
         if seg.first_line != line:
             raise AssertionError(f"segment starts at line {seg.first_line}, expected {line}")
         line += count_breaks(seg.data)
-        text = seg.data.decode("utf-8", "replace")
+        text = bytes(seg.data).decode("utf-8", "replace")
         for raw in text.splitlines()[:20]:
             framed = frame_line(Line(input="fuzz", number=1, raw=raw))
             if framed.message not in framed.text:

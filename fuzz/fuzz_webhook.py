@@ -24,8 +24,16 @@ with atheris.instrument_imports(include=["triage"]):
     from triage.bot.events import IssueJob, job_from_event
     from triage.bot.webhook import delivery_id, event_name, parse_payload, verify_signature
 
-_HEADERS = ("X-Hub-Signature-256", "X-Gitea-Signature", "X-Forgejo-Signature", "X-GitHub-Event",
-            "X-Gitea-Event", "X-GitHub-Delivery", "X-Forgejo-Delivery", "Content-Type")
+_HEADERS = (
+    "X-Hub-Signature-256",
+    "X-Gitea-Signature",
+    "X-Forgejo-Signature",
+    "X-GitHub-Event",
+    "X-Gitea-Event",
+    "X-GitHub-Delivery",
+    "X-Forgejo-Delivery",
+    "Content-Type",
+)
 _EVENTS = ("issues", "issue_comment", "ping", "push", "")
 _ACTIONS = ("opened", "edited", "reopened", "created", "closed", "")
 
@@ -46,8 +54,12 @@ def _value(fdp: atheris.FuzzedDataProvider, depth: int = 0) -> Any:
         return fdp.ConsumeIntInRange(-3, 100000)
     if kind == 6:
         return [_value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))]
-    return {fdp.PickValueInList(["name", "login", "type", "body", "number", "full_name", "x"]):
-            _value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))}
+    return {
+        fdp.PickValueInList(["name", "login", "type", "body", "number", "full_name", "x"]): _value(
+            fdp, depth + 1
+        )
+        for _ in range(fdp.ConsumeIntInRange(0, 3))
+    }
 
 
 def _structured(fdp: atheris.FuzzedDataProvider) -> bytes:
@@ -68,8 +80,10 @@ def _structured(fdp: atheris.FuzzedDataProvider) -> bytes:
 def test_one_input(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
     secret = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 24))
-    headers = {fdp.PickValueInList(list(_HEADERS)): fdp.ConsumeUnicodeNoSurrogates(80)
-               for _ in range(fdp.ConsumeIntInRange(0, 5))}
+    headers = {
+        fdp.PickValueInList(list(_HEADERS)): fdp.ConsumeUnicodeNoSurrogates(80)
+        for _ in range(fdp.ConsumeIntInRange(0, 5))
+    }
     event = fdp.PickValueInList(list(_EVENTS))
     body = _structured(fdp) if fdp.ConsumeBool() else fdp.ConsumeBytes(fdp.remaining_bytes())
 
@@ -77,8 +91,11 @@ def test_one_input(data: bytes) -> None:
     expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
     given = {k.lower(): v for k, v in headers.items()}
     if verify_signature(secret, body, headers):
-        claimed = (given.get("x-forgejo-signature") or given.get("x-gitea-signature")
-                   or given.get("x-hub-signature-256", "").removeprefix("sha256="))
+        claimed = (
+            given.get("x-forgejo-signature")
+            or given.get("x-gitea-signature")
+            or given.get("x-hub-signature-256", "").removeprefix("sha256=")
+        )
         if claimed.strip() != expected:
             raise AssertionError("a wrong signature verified")
     # 2. the right signature verifies (when there is a secret)
