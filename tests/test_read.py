@@ -145,7 +145,7 @@ def test_a_line_spanning_many_reads_is_joined_once_and_capped() -> None:
 
 
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
-def test_mapped_windows_give_the_report_a_pipe_gives(
+def test_text_windows_give_the_report_a_pipe_gives(
     engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, eol: bytes
 ) -> None:  # type: ignore[no-untyped-def]
     """Large reads are scanned in place (a window up to the read's last line break, no copy):
