@@ -217,3 +217,9 @@ def test_a_cr_only_file_is_read_in_segments_of_lines(tmp_path: Path) -> None:
     segments = list(iter_file_segments(path, source, chunk_size=1 << 18))
     assert len(segments) > 5
     assert sum(seg.lines for seg in segments) == 200_000 == source.lines
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_a_proc_file_whose_size_says_zero_is_read_to_its_end() -> None:
+    source, segments = read_source("status", Path("/proc/self/status"))
+    assert sum(seg.lines for seg in segments) > 5 and source.lines > 5

@@ -603,7 +603,9 @@ def read_source(
         if not path.is_file() and not path.is_fifo() and not str(path).startswith("/dev/"):
             raise InputError(f"{name}: not a regular file")
         stream = _open_stream(path, name, max_decompressed)
-        if isinstance(stream, io.BufferedReader) and path.is_file():
+        # A regular file of size 0 is empty, or a /proc or /sys file whose size says nothing:
+        # those are read as a stream, to their real end.
+        if isinstance(stream, io.BufferedReader) and path.is_file() and path.stat().st_size > 0:
             stream.close()
             return source, iter_file_segments(path, source, chunk_size=chunk_size)
     return source, iter_segments(stream, source, chunk_size=chunk_size)
