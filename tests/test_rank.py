@@ -90,3 +90,20 @@ def test_crash_without_a_diagnosis_is_still_reported(engine: Engine, tmp_path: P
     text = "INFO starting\nterminate called after throwing an instance of 'std::bad_alloc'\n"
     report = run_text(engine, text, tmp_path)
     assert report.unrecognized and report.unrecognized[0].line == 2
+
+
+DYNAMO_WRAPPING_OOM = """\
+ERROR 10-25 13:08:43 [core.py:708]   File "/usr/lib/python3/dist-packages/torch/_dynamo/convert_frame.py", line 1164, in __call__
+ERROR 10-25 13:08:43 [core.py:708] torch._dynamo.exc.TorchRuntimeError: Failed running call_function <built-in function linear>(*(FakeTensor(..., device='cuda:0', size=(8192, 4096)),), **{}):
+ERROR 10-25 13:08:43 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.2 GiB is free.
+ERROR 10-25 13:08:43 [core.py:708] Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug to PyTorch).
+"""
+
+
+def test_an_error_raised_inside_a_compiled_region_is_the_cause_not_dynamo(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """torch.compile wraps whatever failed while it traced; the wrapped OOM is the cause."""
+    report = run_text(engine, DYNAMO_WRAPPING_OOM, tmp_path)
+    assert report.hypotheses[0].signature == "cuda-out-of-memory"
+    assert "dynamo-trace-failed" in {e.signature for e in report.hypotheses[0].explains}
