@@ -107,3 +107,18 @@ def test_an_error_raised_inside_a_compiled_region_is_the_cause_not_dynamo(
     report = run_text(engine, DYNAMO_WRAPPING_OOM, tmp_path)
     assert report.hypotheses[0].signature == "cuda-out-of-memory"
     assert "dynamo-trace-failed" in {e.signature for e in report.hypotheses[0].explains}
+
+
+def test_a_worker_killed_by_the_oom_killer_is_explained_by_it(
+    engine: Engine, tmp_path: Path
+) -> None:
+    report = run_text(
+        engine,
+        "[Mon Nov 30 01:02:03 2026] Out of memory: Killed process 4121 (python3) "
+        "total-vm:98765432kB, anon-rss:87654321kB, file-rss:0kB, shmem-rss:0kB, UID:0\n"
+        "ERROR 11-30 01:02:04 [multiproc_executor.py:140] Worker proc VllmWorker-1 died "
+        "unexpectedly, shutting down executor.\n",
+        tmp_path,
+    )
+    assert [h.signature for h in report.hypotheses] == ["host-oom-killer"]
+    assert {e.signature for e in report.hypotheses[0].explains} == {"vllm-worker-proc-died"}
