@@ -142,9 +142,11 @@ def triage_main(argv: list[str]) -> int:
     opts = _parser().parse_args(argv)
     if opts.version:
         from triage.scanners import available_engines, chosen_engine
+        from triage.usertext import blanking
 
         engines = available_engines()
         print(f"triage {__version__} (scanner: {chosen_engine()}; available: {', '.join(engines)})")
+        print(f"logged user text: {blanking()}")
         return EXIT_OK
     if not 1 <= opts.jobs <= 64:
         print("triage: --jobs must be between 1 and 64", file=sys.stderr)

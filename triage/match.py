@@ -19,6 +19,7 @@ from triage.models import Hit, Line
 from triage.read import Segment
 from triage.regexes import compile_linear
 from triage.scanners import Scanner, make_scanner
+from triage.usertext import hide_user_text
 
 # Per pattern, the confirmed hits kept in full; beyond that only counted (bounded memory on logs
 # where one error repeats a million times).
@@ -179,7 +180,7 @@ class Matcher:
         self._feed(segment, self.scanner, self._users)
 
     def _feed(self, segment: Segment, scanner: Scanner, users: list[list[int]]) -> None:
-        scanned = scanner.scan(segment.data)
+        scanned = scanner.scan(hide_user_text(segment.data))
         if not scanned:
             return
         raw_hits = [(end, pid) for end, upid in scanned for pid in users[upid]]

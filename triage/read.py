@@ -39,13 +39,14 @@ class InputError(Exception):
 
 
 class TextWindow:
-    """A window of a larger buffer (the bytes of one read from a file) that reads like bytes,
-    without copying it: scanners and the line index read the buffer itself; slices are copied
-    out as bytes. Offsets are relative to the window."""
+    """A window of a larger buffer (the bytes of one read from a file, or the scanner's copy of
+    a segment with user text blanked) that reads like bytes, without copying it: scanners and the
+    line index read the buffer itself; slices are copied out as bytes. Offsets are relative to
+    the window."""
 
     __slots__ = ("_buffer", "_len", "_start")
 
-    def __init__(self, buffer: bytes, start: int, end: int) -> None:
+    def __init__(self, buffer: bytes | bytearray, start: int, end: int) -> None:
         self._buffer = buffer
         self._start = start
         self._len = end - start
@@ -54,7 +55,7 @@ class TextWindow:
         return self._len
 
     def __bytes__(self) -> bytes:
-        return self._buffer[self._start : self._start + self._len]
+        return _as_bytes(self._buffer[self._start : self._start + self._len])
 
     @overload
     def __getitem__(self, key: int) -> int: ...
@@ -67,7 +68,7 @@ class TextWindow:
             start, stop, step = key.indices(self._len)
             if step != 1:
                 return bytes(self)[key]
-            return self._buffer[self._start + start : self._start + max(start, stop)]
+            return _as_bytes(self._buffer[self._start + start : self._start + max(start, stop)])
         if key < 0:
             key += self._len
         if not 0 <= key < self._len:
@@ -108,6 +109,10 @@ class TextWindow:
     def view(self) -> memoryview:
         """The window as a memoryview of the buffer."""
         return memoryview(self._buffer)[self._start : self._start + self._len]
+
+
+def _as_bytes(chunk: bytes | bytearray) -> bytes:
+    return chunk if isinstance(chunk, bytes) else bytes(chunk)
 
 
 # What a segment's data is: bytes, or a window of the bytes of one read.

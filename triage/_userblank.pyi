@@ -1,0 +1,3 @@
+"""Types of the optional C helper triage/_userblank.c."""
+
+def blank_user_text(src: bytes | bytearray | memoryview, dst: bytearray, /) -> int: ...
