@@ -411,11 +411,14 @@ def test_vector_line_index_equals_the_byte_count(data: bytes) -> None:
     from triage import read
 
     saved = read.INDEX_BLOCK, read.FEW_CRS
-    read.INDEX_BLOCK = 16  # many blocks, and CRLFs split between two of them
     try:
-        _check_indexes(data)
-        read.FEW_CRS = 1  # the numpy search for CRs of CRLF files
-        _check_indexes(data)
+        # many blocks with CRLFs split between two of them; blocks long enough for the C
+        # helper's 32-byte loop
+        for block in (16, 104):
+            read.INDEX_BLOCK, read.FEW_CRS = block, saved[1]
+            _check_indexes(data)
+            read.FEW_CRS = 1  # the numpy search for CRs of CRLF files
+            _check_indexes(data)
     finally:
         read.INDEX_BLOCK, read.FEW_CRS = saved
 
@@ -426,9 +429,13 @@ def _check_indexes(data: bytes) -> None:
     vector = read._index_breaks_vector(data)
     assert vector is not None
     total, before = vector
-    plain_total, plain_before = read.index_breaks(data)  # small data: the bytes.count path
+    plain_total, plain_before = read._index_breaks_plain(data)  # bytes.count, block by block
     assert total == plain_total == count_breaks(data)
     assert [int(x) for x in before[: len(plain_before)]] == list(plain_before)
+    native = read._native_index()
+    if native is not None:  # the C helper, when built, gives numpy's index exactly
+        assert native(data, read.INDEX_BLOCK) == (total, [int(x) for x in before])
+        assert read.index_breaks(data) == (total, [int(x) for x in before])
     for cls in (read.Segment("v", data, 1, 0, before), read.Segment("p", data, 1, 0, plain_before)):
         for offset in range(len(data) + 1):
             starts_line = (

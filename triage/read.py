@@ -10,6 +10,7 @@ input line, so line numbers still point at the input as given.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -17,7 +18,7 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, overload
@@ -181,16 +182,35 @@ def count_breaks_in(data: Text, start: int, end: int) -> int:
 
 def index_breaks(data: Text) -> tuple[int, Sequence[int]]:
     """Total line breaks of data, and the breaks before each INDEX_BLOCK-sized block."""
+    native = _native_index()
+    if native is not None:
+        return native(data.view() if isinstance(data, TextWindow) else data, INDEX_BLOCK)
     if len(data) >= VECTOR_INDEX_MIN:
         vector = _index_breaks_vector(data)
         if vector is not None:
             return vector
+    return _index_breaks_plain(data)
+
+
+def _index_breaks_plain(data: Text) -> tuple[int, list[int]]:
     before: list[int] = []
     total = 0
     for pos in range(0, len(data), INDEX_BLOCK):
         before.append(total)
         total += count_breaks_in(data, pos, pos + INDEX_BLOCK)
     return total, before
+
+
+@functools.cache
+def _native_index() -> Callable[[bytes | memoryview, int], tuple[int, list[int]]] | None:
+    """The C helper `triage._lineindex` (about 4x numpy's speed), when it was built."""
+    if os.environ.get("TRIAGE_NO_NATIVE_INDEX"):
+        return None
+    try:
+        from triage._lineindex import index_breaks as native
+    except ImportError:
+        return None
+    return native
 
 
 def _index_breaks_vector(data: Text) -> tuple[int, Sequence[int]] | None:

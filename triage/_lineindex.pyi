@@ -1,0 +1,3 @@
+"""Types of the optional C helper triage/_lineindex.c."""
+
+def index_breaks(data: bytes | memoryview, block: int, /) -> tuple[int, list[int]]: ...
