@@ -432,7 +432,7 @@ def _check_indexes(data: bytes) -> None:
     plain_total, plain_before = read._index_breaks_plain(data)  # bytes.count, block by block
     assert total == plain_total == count_breaks(data)
     assert [int(x) for x in before[: len(plain_before)]] == list(plain_before)
-    native = read._native_index()
+    native = read.native_index()
     if native is not None:  # the C helper, when built, gives numpy's index exactly
         assert native(data, read.INDEX_BLOCK) == (total, [int(x) for x in before])
         assert read.index_breaks(data) == (total, [int(x) for x in before])

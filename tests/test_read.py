@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from triage.read import InputError, Source, count_breaks, iter_segments, read_source
+from triage.read import InputError, Source, TextWindow, count_breaks, iter_segments, read_source
 
 KV_LINE = (
     "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
@@ -223,3 +223,14 @@ def test_a_cr_only_file_is_read_in_segments_of_lines(tmp_path: Path) -> None:
 def test_a_proc_file_whose_size_says_zero_is_read_to_its_end() -> None:
     source, segments = read_source("status", Path("/proc/self/status"))
     assert sum(seg.lines for seg in segments) > 5 and source.lines > 5
+
+
+def test_a_text_window_gives_c_code_the_address_of_its_own_bytes() -> None:
+    """Hyperscan reads windows in place, of a read's bytes or of the blanked copy (a bytearray)."""
+    import ctypes
+
+    for buffer in (b"0123456789abcdef" * 4, bytearray(b"fedcba9876543210" * 4)):
+        window = TextWindow(buffer, 5, 40)
+        address, anchor = window.address()
+        assert ctypes.string_at(address, len(window)) == bytes(window) == bytes(buffer[5:40])
+        del anchor

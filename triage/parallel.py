@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.match import KEEP_HITS_PER_PATTERN
-from triage.read import CHUNK_SIZE, Source, iter_file_segments
+from triage.read import CHUNK_SIZE, Source, iter_file_segments, native_index
 
 if TYPE_CHECKING:
     from triage.api import Engine
@@ -87,8 +87,9 @@ def _run(
 ) -> list[RangeResult]:
     global _ENGINE
     _ENGINE = engine  # inherited by the forked workers, never pickled
-    with contextlib.suppress(ImportError):
-        import numpy  # noqa: F401  (the line index's: imported once here, not once per worker)
+    if native_index() is None:  # the numpy line index is imported once here, not per worker
+        with contextlib.suppress(ImportError):
+            import numpy  # noqa: F401
     try:
         ranges = split_points(path, jobs)
         ctx: Any = multiprocessing.get_context("fork")

@@ -111,6 +111,21 @@ class TextWindow:
         """The window as a memoryview of the buffer."""
         return memoryview(self._buffer)[self._start : self._start + self._len]
 
+    def address(self) -> tuple[int, object]:
+        """The window's first byte in memory, for C code that reads it in place, and the object
+        that must stay alive (and keeps a bytearray from being resized) while it does."""
+        import ctypes
+
+        if isinstance(self._buffer, bytearray):
+            if not self._buffer:
+                return 0, None
+            anchor: object = ctypes.c_char.from_buffer(self._buffer)
+            base = ctypes.addressof(anchor)  # type: ignore[arg-type]
+        else:
+            anchor = ctypes.c_char_p(self._buffer)
+            base = ctypes.cast(anchor, ctypes.c_void_p).value or 0
+        return base + self._start, anchor
+
 
 def _as_bytes(chunk: bytes | bytearray) -> bytes:
     return chunk if isinstance(chunk, bytes) else bytes(chunk)
@@ -182,7 +197,7 @@ def count_breaks_in(data: Text, start: int, end: int) -> int:
 
 def index_breaks(data: Text) -> tuple[int, Sequence[int]]:
     """Total line breaks of data, and the breaks before each INDEX_BLOCK-sized block."""
-    native = _native_index()
+    native = native_index()
     if native is not None:
         return native(data.view() if isinstance(data, TextWindow) else data, INDEX_BLOCK)
     if len(data) >= VECTOR_INDEX_MIN:
@@ -202,7 +217,7 @@ def _index_breaks_plain(data: Text) -> tuple[int, list[int]]:
 
 
 @functools.cache
-def _native_index() -> Callable[[bytes | memoryview, int], tuple[int, list[int]]] | None:
+def native_index() -> Callable[[bytes | memoryview, int], tuple[int, list[int]]] | None:
     """The C helper `triage._lineindex` (about 4x numpy's speed), when it was built."""
     if os.environ.get("TRIAGE_NO_NATIVE_INDEX"):
         return None

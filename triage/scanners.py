@@ -351,14 +351,15 @@ class SystemHyperscanScanner:
             return 0
 
         callback = _MATCH_CALLBACK(on_match)
-        pages = None
+        anchor = None
         if isinstance(data, TextWindow):
-            pages = data.array()  # kept alive for the call: Hyperscan reads the buffer in place
-            buffer: bytes | ctypes.c_char_p = ctypes.c_char_p(pages.ctypes.data)
+            # Hyperscan reads the buffer in place; the anchor keeps it alive for the call
+            address, anchor = data.address()
+            buffer: bytes | ctypes.c_char_p = ctypes.c_char_p(address)
         else:
             buffer = data
         rc = self._lib.hs_scan(self._db, buffer, len(data), 0, self._scratch, callback, None)
-        del pages
+        del anchor
         if rc != 0:
             raise RuntimeError(f"hyperscan: scan failed ({rc})")
         return hits
