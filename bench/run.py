@@ -2,6 +2,8 @@
 
     python bench/run.py                 # 100 MB and 1 GB logs, 3 runs each, medians
     python bench/run.py --sizes 100 --runs 5
+    python bench/run.py --request-logging off   # a server that does not log prompts
+    python bench/run.py --vocabulary technical  # prompts dense in log words (a stress case)
 
 Generates realistic vLLM logs (bench/genlog.py) into bench/data/, exports the knowledge base's
 patterns with `triage kb export-patterns`, then times whole processes (wall clock, output written
@@ -94,6 +96,12 @@ def main() -> None:
         help="prompt words of the generated log (technical: a stress case dense in log words)",
     )
     ap.add_argument(
+        "--request-logging",
+        choices=("on", "off"),
+        default="on",
+        help="whether the generated server logs every prompt (vLLM --enable-log-requests)",
+    )
+    ap.add_argument(
         "--jobs", type=int, default=2, help="also time triage --jobs N on the largest file"
     )
     args = ap.parse_args()
@@ -125,6 +133,8 @@ def main() -> None:
     print(
         f"patterns: {n_patterns} (the knowledge base); ripgrep: {rg or 'not installed'}; runs: {args.runs}"
     )
+    version = subprocess.run([*triage, "--version"], capture_output=True, text=True, env=env)
+    print(version.stdout.strip())
     # warm the compiled pattern cache once (triage caches its database keyed by the signature set)
     subprocess.run(
         [
@@ -139,9 +149,10 @@ def main() -> None:
         check=False,
     )
     results: dict[tuple[str, int], tuple[float, float]] = {}
+    quiet = "-no-request-log" if args.request_logging == "off" else ""
     sizes = [int(s) for s in args.sizes.split(",")]
     for size in sizes:
-        path = DATA / f"vllm-{size}m-{args.vocabulary}.log"
+        path = DATA / f"vllm-{size}m-{args.vocabulary}{quiet}.log"
         if not path.exists() or path.stat().st_size < (size << 20):
             print(f"generating {path} ...", flush=True)
             subprocess.run(
@@ -153,6 +164,8 @@ def main() -> None:
                     str(size),
                     "--vocabulary",
                     args.vocabulary,
+                    "--request-logging",
+                    args.request_logging,
                 ],
                 check=True,
             )
@@ -177,6 +190,11 @@ def main() -> None:
                 [*triage, "--no-history", "--format", "json", str(p)],
                 env={**env, "TRIAGE_ENGINE": "re2"},
             )
+            # triage as installed without a C compiler: no user-text blanking, numpy line index
+            cases["triage no C helpers"] = lambda p=path: timed(
+                [*triage, "--no-history", "--format", "json", str(p)],
+                env={**env, "TRIAGE_NO_BLANK": "1", "TRIAGE_NO_NATIVE_INDEX": "1"},
+            )
         if grep:
             cases["grep -E -f"] = lambda p=path: timed(
                 [grep, "-a", "-n", "-E", "-f", str(ere_file), str(p)], env=env
@@ -199,6 +217,7 @@ def main() -> None:
             ("triage/grep", "grep -E -f", "triage file"),
             ("triage/rg", "rg --no-unicode -f", "triage file"),
             ("triage re2 fallback/rg", "rg --no-unicode -f", "triage re2 fallback"),
+            ("triage no C helpers/rg", "rg --no-unicode -f", "triage no C helpers"),
             (f"triage --jobs {args.jobs}/rg", "rg --no-unicode -f", f"triage --jobs {args.jobs}"),
         ]
         for name, baseline, subject in ratios:
@@ -217,7 +236,7 @@ def main() -> None:
         print(f"\nscaling: triage time x{grow:.2f} for x{b / a:.1f} input ({a} MB -> {b} MB)")
     # pattern-count scaling: the KB replicated to 2,000 patterns, on the smallest file
     size = sizes[0]
-    path = DATA / f"vllm-{size}m-{args.vocabulary}.log"
+    path = DATA / f"vllm-{size}m-{args.vocabulary}{quiet}.log"
     sig_dir = Path(tempfile.mkdtemp(prefix="triage-bench-sigs-"))
     _write_replicated_kb(sig_dir, 2000)
     env2 = {**env, "TRIAGE_CACHE_DIR": str(DATA / "cache-2000")}
