@@ -4,7 +4,8 @@
 
 Checks on every input (an AssertionError is a finding): segments are contiguous and their line
 counts add up to what a person would count (LF, CRLF and lone CR); the framer keeps the message
-inside the line; masking is bounded; neutralised text carries no control character.
+inside the line; masking is bounded; neutralised text carries no control character; the scanner's
+copy with user text blanked (the C helper) differs only by spaces, never over a line break.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ with atheris.instrument_imports(include=["triage"]):
         read_source,
     )
     from triage.textutil import mask, neutralise
+    from triage.usertext import hide_user_text
 
 read.VECTOR_INDEX_MIN = 1  # every segment of a file a window of its read, however small
 _FILE = Path(tempfile.mkdtemp(prefix="triage-fuzz-")) / "input.log"
@@ -78,7 +80,13 @@ def test_one_input(data: bytes) -> None:
         if seg.first_line != line:
             raise AssertionError(f"segment starts at line {seg.first_line}, expected {line}")
         line += count_breaks(seg.data)
-        text = bytes(seg.data).decode("utf-8", "replace")
+        original = bytes(seg.data)
+        hidden = bytes(hide_user_text(seg.data))  # the scanner's view: user text blanked (C)
+        if len(hidden) != len(original) or any(
+            a != b and (b != 0x20 or a in (10, 13)) for a, b in zip(original, hidden, strict=True)
+        ):
+            raise AssertionError("blanking wrote something other than spaces, or over a break")
+        text = original.decode("utf-8", "replace")
         for raw in text.splitlines()[:20]:
             framed = frame_line(Line(input="fuzz", number=1, raw=raw))
             if framed.message not in framed.text:
