@@ -216,3 +216,18 @@ def test_reports_are_the_same_with_and_without_blanking(
     monkeypatch.delenv("TRIAGE_NO_BLANK")
     usertext._blanker.cache_clear()
     assert with_blanking == without
+
+
+def test_each_thread_blanks_into_its_own_buffer() -> None:
+    """`--follow` scans several inputs at once: one thread's copy must survive another's."""
+    import threading
+
+    first = b"Received request a: prompt: 'first CUDA error'\n" * 100
+    second = b"Received request b: prompt: 'second NCCL WARN'\n" * 100
+    mine = hide_user_text(first)
+    other: list[bytes] = []
+    worker = threading.Thread(target=lambda: other.append(bytes(hide_user_text(second))))
+    worker.start()
+    worker.join()
+    assert bytes(mine) == blank(first)
+    assert other == [blank(second)]

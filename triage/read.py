@@ -17,6 +17,7 @@ import json
 import os
 import re
 import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -254,17 +255,19 @@ def _index_breaks_vector(data: Text) -> tuple[int, Sequence[int]] | None:
     return index[-1] + tail, index
 
 
-_flags: Any = None
+# One flag buffer per thread (`--follow` reads several inputs at once, each on its thread).
+_per_thread = threading.local()
 
 
 def _flag_buffer(size: int) -> Any:
-    """A bool array of `size` elements backed by a buffer reused from one segment to the next."""
-    global _flags
+    """A bool array of `size` elements backed by a buffer the calling thread reuses from one
+    segment to the next."""
     import numpy as np
 
-    if _flags is None or len(_flags) < size:
-        _flags = np.empty(max(size, CHUNK_SIZE + INDEX_BLOCK), dtype=np.bool_)
-    return _flags[:size]
+    flags = getattr(_per_thread, "flags", None)
+    if flags is None or len(flags) < size:
+        flags = _per_thread.flags = np.empty(max(size, CHUNK_SIZE + INDEX_BLOCK), dtype=np.bool_)
+    return flags[:size]
 
 
 def _lone_crs(data: Text, a: Any) -> Any:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -89,7 +90,8 @@ def _repr_end(text: str, quote: int) -> int:
         pos = found + 1
 
 
-_scratch = bytearray()
+# One copy buffer per thread (`--follow` scans several inputs at once, each on its thread).
+_per_thread = threading.local()
 
 
 def hide_user_text(data: Text) -> Text:
@@ -98,19 +100,19 @@ def hide_user_text(data: Text) -> Text:
     segment itself when it holds none or the C helper is not built.
 
     Confirmation never sees those texts (`elide_user_text`), so a scanner hit inside them is
-    wasted work; on a busy server's log with request logging they are about half of the bytes
-    and the most expensive ones to scan (docs/performance.md). The copy lives in one buffer
-    reused from segment to segment: scan it before asking for the next."""
-    global _scratch
+    wasted work; on a busy server's log with request logging they are about a third of the bytes
+    and the most expensive ones to scan (docs/performance.md). The copy lives in a buffer reused
+    from segment to segment by the calling thread: scan it before asking for the next."""
     blank = _blanker()
     if blank is None or not 0 < len(data) <= MAX_BLANKED_SEGMENT:
         return data
-    if len(_scratch) < len(data):
-        _scratch = bytearray(max(len(data), 1 << 20))
+    scratch: bytearray | None = getattr(_per_thread, "scratch", None)
+    if scratch is None or len(scratch) < len(data):
+        scratch = _per_thread.scratch = bytearray(max(len(data), 1 << 20))
     source = data.view() if isinstance(data, TextWindow) else data
-    if blank(source, _scratch) == 0:
+    if blank(source, scratch) == 0:
         return data
-    return TextWindow(_scratch, 0, len(data))
+    return TextWindow(scratch, 0, len(data))
 
 
 def blanking() -> str:
