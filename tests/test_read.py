@@ -234,3 +234,5 @@ def test_a_text_window_gives_c_code_the_address_of_its_own_bytes() -> None:
         address, anchor = window.address()
         assert ctypes.string_at(address, len(window)) == bytes(window) == bytes(buffer[5:40])
         del anchor
+        assert window[3:9] == bytes(buffer[8:14]) and isinstance(window[3:9], bytes)
+        assert isinstance(bytes(window), bytes)

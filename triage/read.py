@@ -57,7 +57,7 @@ class TextWindow:
         return self._len
 
     def __bytes__(self) -> bytes:
-        return _as_bytes(self._buffer[self._start : self._start + self._len])
+        return self._slice(self._start, self._start + self._len)
 
     @overload
     def __getitem__(self, key: int) -> int: ...
@@ -70,12 +70,20 @@ class TextWindow:
             start, stop, step = key.indices(self._len)
             if step != 1:
                 return bytes(self)[key]
-            return _as_bytes(self._buffer[self._start + start : self._start + max(start, stop)])
+            return self._slice(self._start + start, self._start + max(start, stop))
         if key < 0:
             key += self._len
         if not 0 <= key < self._len:
             raise IndexError("index out of range")
         return self._buffer[self._start + key]
+
+    def _slice(self, start: int, end: int) -> bytes:
+        """buffer[start:end] as bytes, copied once (slicing a bytearray and then converting the
+        slice would copy twice)."""
+        if isinstance(self._buffer, bytes):
+            return self._buffer[start:end]
+        with memoryview(self._buffer) as view:
+            return view[start:end].tobytes()
 
     def _bounds(self, start: int | None, end: int | None) -> tuple[int, int]:
         a, b, _ = slice(start, end).indices(self._len)
@@ -126,10 +134,6 @@ class TextWindow:
             anchor = ctypes.c_char_p(self._buffer)
             base = ctypes.cast(anchor, ctypes.c_void_p).value or 0
         return base + self._start, anchor
-
-
-def _as_bytes(chunk: bytes | bytearray) -> bytes:
-    return chunk if isinstance(chunk, bytes) else bytes(chunk)
 
 
 # What a segment's data is: bytes, or a window of the bytes of one read.
