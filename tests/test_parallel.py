@@ -3,6 +3,7 @@ counts, and supporting lines whose decisive line sits in another worker's range.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,48 @@ def test_a_file_stops_locating_candidates_once_their_queue_overflowed(
         piped = engine.run_inputs([api.InputSpec(str(path), stream=fh)])  # named as the file
     assert sum(located) >= 500
     assert render_json(from_file) == render_json(piped)
+
+
+@pytest.mark.parametrize("engine_name", ["re2", "re"])
+def test_fallback_engines_skip_what_the_matcher_stopped_locating(
+    kb: KnowledgeBase, tmp_path: Path, engine_name: str
+) -> None:
+    """Once a queue overflowed, RE2 and `re` stop searching its patterns (Hyperscan scans them
+    regardless and they are dropped); the report, rescan included, is what Hyperscan gives."""
+    from triage.scanners import available_engines
+
+    if engine_name not in available_engines():
+        pytest.skip(f"{engine_name} not installed")
+    stats = "".join(
+        f"INFO [loggers.py:123] Engine 000: GPU KV cache usage: 9{i % 10}.{i % 7}%, "
+        f"Prefix cache hit rate: 0.0%\n"
+        for i in range(300)
+    )
+    loading = [
+        f"INFO [loader.py:100] Model loading took {10 + i / 100:.2f} GiB\n" for i in range(100)
+    ]
+    path = tmp_path / "busy.log"
+    path.write_text(
+        "".join(loading) + stats + "ValueError: No available memory for the cache blocks.\n"
+    )
+    reports = {
+        name: render_json(
+            Engine(kb, RunOptions(chunk_size=4 << 10, digest=False, engine=name)).run([str(path)])
+        )
+        for name in (available_engines()[0], engine_name)
+    }
+
+    def without_engine(text: str) -> str:
+        return re.sub(r'"engine": "[^"]*"', "", text)
+
+    assert without_engine(reports[engine_name]) == without_engine(reports[available_engines()[0]])
+    assert (
+        _supporting_count(
+            Engine(kb, RunOptions(chunk_size=4 << 10, digest=False, engine=engine_name)).run(
+                [str(path)]
+            ),
+            "kv-cache-no-memory",
+            "Model loading took",
+        )
+        == 100
+    )

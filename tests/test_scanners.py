@@ -100,3 +100,13 @@ def test_an_unusable_host_library_falls_back_to_the_next_engine(
     assert scanners.make_scanner(["abc"]).name == available_engines()[1]
     with pytest.raises(RuntimeError):
         scanners.make_scanner(["abc"], "hyperscan-system")
+
+
+@pytest.mark.parametrize("engine_name", [e for e in ("re2", "re") if e in available_engines()])
+def test_a_fallback_scanner_leaves_out_the_patterns_it_is_told_to_skip(engine_name: str) -> None:
+    from triage.scanners import make_scanner
+
+    scanner = make_scanner(["GPU KV cache usage", "Avg prompt throughput"], engine_name)
+    data = b"Avg prompt throughput: 1.0 tokens/s, GPU KV cache usage: 95.0%\n" * 3
+    assert {pid for _, pid in scanner.scan(data)} == {0, 1}
+    assert {pid for _, pid in scanner.scan(data, frozenset({0}))} == {1}

@@ -114,6 +114,7 @@ class Matcher:
         self.overflowed: set[str] = set()  # signatures whose queue dropped a candidate
         self.rereadable = False
         self._skipped: set[int] = set()  # waiting patterns of overflowed signatures (rereadable)
+        self._skip_cache: tuple[tuple[int, int], frozenset[int]] = ((0, -1), frozenset())
 
     def _scanner_for(self, pattern_ids: Iterable[int]) -> tuple[Scanner, list[list[int]]]:
         """One scanner pattern per distinct regex (signatures share evidence patterns such as
@@ -155,6 +156,7 @@ class Matcher:
         ]
         dropped = set(pids)
         self._skipped.clear()  # the first pass is over
+        self._skip_cache = ((0, -1), frozenset())
         self.result.hits = [h for h in self.result.hits if h.pattern_index not in dropped]
         for pid in dropped:
             self.result.counts.pop(pid, None)
@@ -180,7 +182,8 @@ class Matcher:
         self._feed(segment, self.scanner, self._users)
 
     def _feed(self, segment: Segment, scanner: Scanner, users: list[list[int]]) -> None:
-        scanned = scanner.scan(hide_user_text(segment.data))
+        skip = self._skip_for(users) if self._skipped else frozenset()
+        scanned = scanner.scan(hide_user_text(segment.data), skip)
         if not scanned:
             return
         raw_hits = [(end, pid) for end, upid in scanned for pid in users[upid]]
@@ -229,6 +232,15 @@ class Matcher:
             )
             frame_line(line)
             self._confirm(line, sorted(eager))
+
+    def _skip_for(self, users: list[list[int]]) -> frozenset[int]:
+        """Scanner patterns all of whose users are skipped (cached until `_skipped` changes)."""
+        key = (id(users), len(self._skipped))
+        if self._skip_cache[0] != key:
+            skipped = self._skipped
+            ids = frozenset(u for u, pids in enumerate(users) if all(p in skipped for p in pids))
+            self._skip_cache = (key, ids)
+        return self._skip_cache[1]
 
     def _overflow(self, owner: str) -> None:
         self.overflowed.add(owner)

@@ -36,8 +36,10 @@ except ImportError:  # pragma: no cover
 class Scanner(Protocol):
     name: str
 
-    def scan(self, data: Text) -> list[tuple[int, int]]:
-        """Candidate (end_offset, pattern_id) pairs in data, in any order."""
+    def scan(self, data: Text, skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
+        """Candidate (end_offset, pattern_id) pairs in data, in any order. Patterns in `skip` may
+        be left out (the caller drops their hits anyway): engines that search pattern by pattern
+        save the work, Hyperscan scans its whole database regardless."""
         ...
 
 
@@ -175,7 +177,7 @@ class HyperscanScanner:
         db, self.prefiltered = _compile_with_prefilter(exprs, compiles)
         return db
 
-    def scan(self, data: Text) -> list[tuple[int, int]]:
+    def scan(self, data: Text, skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
         append = hits.append
 
@@ -340,7 +342,7 @@ class SystemHyperscanScanner:
             libc.free.argtypes = [ctypes.c_void_p]
             libc.free(blob)
 
-    def scan(self, data: Text) -> list[tuple[int, int]]:
+    def scan(self, data: Text, skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
         if not data or not self._db.value:
             return hits
@@ -411,7 +413,7 @@ class Re2SetScanner:
             self._singles.append(single)
         self._set.Compile()
 
-    def scan(self, data: Text) -> list[tuple[int, int]]:
+    def scan(self, data: Text, skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
         data = bytes(data)  # RE2's matches run on bytes (a copy for a window)
         view = memoryview(data)
@@ -424,6 +426,8 @@ class Re2SetScanner:
                 end = n if nl < 0 else nl + 1
             block_ids = self._set.Match(view[start:end]) or ()
             for pid in block_ids:
+                if pid in skip:
+                    continue
                 regex = self._singles[pid]
                 pos = start
                 while pos < end:
@@ -447,10 +451,12 @@ class ReScanner:
             for p in patterns
         ]
 
-    def scan(self, data: Text) -> list[tuple[int, int]]:
+    def scan(self, data: Text, skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
         data = bytes(data)
         for pid, regex in enumerate(self._compiled):
+            if pid in skip:
+                continue
             pos = 0
             while True:
                 m = regex.search(data, pos)
