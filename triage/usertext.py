@@ -54,7 +54,7 @@ def elide_user_text(text: str) -> str:
     pos = 0
     for marker in _MARKER.finditer(text):
         if marker.start() < pos:
-            continue
+            continue  # a marker quoted inside text already elided
         if marker.group("vllm") is None:  # SGLang: the dump runs to the end of the line
             out.append(text[pos : marker.end()])
             out.append(f"<request elided: {len(text) - marker.end()} chars>")
