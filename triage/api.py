@@ -6,7 +6,7 @@ read -> (scan + locate + frame + confirm) -> facts -> events -> rank -> Report.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -21,6 +21,7 @@ from triage.rank import rank
 from triage.read import (
     CHUNK_SIZE,
     MAX_DECOMPRESSED,
+    SNIFF_BYTES,
     InputError,
     Segment,
     Source,
@@ -29,6 +30,7 @@ from triage.read import (
     expand_inputs,
     read_source,
 )
+from triage.textutil import looks_binary, only_journal_markers
 
 FORMAT_SAMPLE_LINES = 200
 
@@ -69,6 +71,8 @@ class RunOptions:
     stats: bool = False  # also read vLLM's periodic stats lines into facts["stats"]
     jobs: int = 1  # worker processes for large regular files (byte ranges, merged in order)
     digest: bool = True  # CRC-32 of each input (the history's content key; costs ~0.3 s per GB)
+    # Told (input name, bytes just read) after each segment: the CLI's progress line.
+    progress: Callable[[str, int], None] | None = None
 
 
 class Engine:
@@ -117,6 +121,9 @@ class Engine:
             if self.options.jobs > 1 and path is not None and _splittable(path):
                 from triage.parallel import scan_parallel
 
+                if looks_binary(_head(path)[:SNIFF_BYTES]):
+                    source.skipped = BINARY_SKIPPED
+                    continue
                 samples[name] = sample_lines(_head(path), name, 1)
                 scan_parallel(self, matcher, source, path, self.options.jobs)
                 parallel.add(name)
@@ -124,7 +131,11 @@ class Engine:
                 continue
             try:
                 for seg in segments:
+                    if seg.first_line == 1 and _not_a_log(seg, source):
+                        break
                     seg.first_line += spec.first_line - 1
+                    if self.options.progress is not None:
+                        self.options.progress(name, len(seg.data))
                     if self.options.digest:
                         digest = _crc32(seg.data, digest)
                     if name not in samples:
@@ -280,6 +291,24 @@ def _splittable(path: Path) -> bool:
     except OSError:
         return False
     return large and _plain_file(path)
+
+
+BINARY_SKIPPED = "binary file, skipped"
+NO_ENTRIES_SKIPPED = "no log entries (journalctl printed only its markers, e.g. '-- No entries --')"
+
+
+def _not_a_log(seg: Segment, source: Source) -> bool:
+    """Mark an input whose first segment is binary data, or only journalctl's markers, as
+    skipped: such an input is not a healthy log, and must not be reported as one."""
+    head = bytes(seg.data[:SNIFF_BYTES])
+    if looks_binary(head):
+        source.skipped = BINARY_SKIPPED
+    elif len(seg.data) <= SNIFF_BYTES and only_journal_markers(head):
+        source.skipped = NO_ENTRIES_SKIPPED
+    else:
+        return False
+    source.lines = 0
+    return True
 
 
 def _head(path: Path) -> bytes:

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triage import __version__
+from triage.completion import SHELLS
 
 if TYPE_CHECKING:
     from triage.models import Report
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 FORMATS = ("text", "json", "markdown", "jsonl")
+COLOR_CHOICES = ("auto", "always", "never")
 
 # Subcommands: name -> module exposing `APPS: dict[str, typer.Typer]`, run with the remaining args.
 PLUGIN_COMMANDS: dict[str, str] = {
@@ -41,7 +43,8 @@ PLUGIN_COMMANDS: dict[str, str] = {
     "probe": "triage.preflight.cli",
     "bench": "triage.benchmarks.cli",
 }
-# `triage kb <name>` subcommands provided by `triage.kb.commands`.
+# `triage kb <name>` subcommands of triage.kb.cli, and those provided by `triage.kb.commands`.
+KB_SUBCOMMANDS = ("lint", "eval", "export-patterns", "docs", "build", "search", "show", "stats")
 KB_PLUGIN_COMMANDS: dict[str, str] = {
     "build": "triage.kb.commands",
     "search": "triage.kb.commands",
@@ -74,8 +77,10 @@ def _parser() -> argparse.ArgumentParser:
         "what to try and what will prove the fix.",
         epilog="Subcommands: kb (lint, eval, docs, search, show, stats, build, export-patterns), "
         "comment, run, watch, bot, serve, history, stats, unknown, draft, feedback, lint, probe, "
-        "bench. Run `triage SUBCOMMAND --help`. Exit status: 0 no failure, 1 failure diagnosed, "
-        "2 usage or input error.",
+        "bench. Run `triage SUBCOMMAND --help`. A first argument that names a subcommand is one: "
+        "give ./run for a file called run. Exit status: 0 no failure, 1 failure diagnosed, "
+        "2 usage or input error. Every run is recorded in the history database (--db); "
+        "--no-history turns it off.",
     )
     p.add_argument(
         "inputs",
@@ -85,21 +90,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-f", "--format", choices=FORMATS, default="text", help="output format")
     p.add_argument("--explain", action="store_true", help="show the terms of every score")
-    color = p.add_mutually_exclusive_group()
-    color.add_argument(
+    p.add_argument(
         "--color",
+        "--colour",
         dest="color",
-        action="store_const",
-        const=True,
-        default=None,
-        help="force colour on",
+        default="auto",
+        choices=COLOR_CHOICES,
+        metavar="WHEN",
+        help="colour: auto (a terminal; NO_COLOR, FORCE_COLOR, CLICOLOR_FORCE, TERM=dumb "
+        "honoured), always or never",
     )
-    color.add_argument(
+    p.add_argument(
         "--no-color",
         dest="color",
         action="store_const",
-        const=False,
-        help="force colour off (NO_COLOR is honoured too)",
+        const="never",
+        help="same as --color=never",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print nothing on stdout: the exit status says it (0 none, 1 failure)",
     )
     p.add_argument(
         "-F",
@@ -125,7 +137,10 @@ def _parser() -> argparse.ArgumentParser:
         help="limit for .gz/.zst input, MiB (default 4096)",
     )
     p.add_argument(
-        "--no-history", action="store_true", help="do not record this run in the history"
+        "--no-history",
+        action="store_true",
+        help="do not record this run (every run is recorded by default in the history database, "
+        "see --db; env TRIAGE_NO_HISTORY=1)",
     )
     p.add_argument(
         "--db",
@@ -134,20 +149,53 @@ def _parser() -> argparse.ArgumentParser:
         help="history database (default: user data dir; env TRIAGE_DB)",
     )
     p.add_argument("--run-id", help="run id to record with the history")
-    p.add_argument("--version", action="store_true", help="show version and scanning engine")
+    p.add_argument(
+        "-V",
+        "--version",
+        action="store_true",
+        help="show the version, the knowledge base and the scanning engine",
+    )
+    p.add_argument(
+        "--completion",
+        choices=SHELLS,
+        metavar="SHELL",
+        help="print a completion script for bash, zsh or fish",
+    )
     return p
 
 
-def triage_main(argv: list[str]) -> int:
-    opts = _parser().parse_args(argv)
-    if opts.version:
-        from triage.scanners import available_engines, chosen_engine
-        from triage.usertext import blanking
+def _color_argument(argv: list[str]) -> list[str]:
+    """grep's `--color[=WHEN]`: a bare `--color` means always unless WHEN follows it, so
+    `--color server.log` keeps its file (and `--color never` still works)."""
+    out: list[str] = []
+    args = iter(range(len(argv)))
+    for i in args:
+        arg = argv[i]
+        if arg in ("--color", "--colour"):
+            if i + 1 < len(argv) and argv[i + 1] in COLOR_CHOICES:
+                out.append(f"--color={argv[i + 1]}")
+                next(args)
+            else:
+                out.append("--color=always")
+        elif arg == "--":
+            out.extend(argv[i:])
+            break
+        else:
+            out.append(arg)
+    return out
 
-        engines = available_engines()
-        print(f"triage {__version__} (scanner: {chosen_engine()}; available: {', '.join(engines)})")
-        print(f"logged user text: {blanking()}")
+
+def triage_main(argv: list[str]) -> int:
+    opts = _parser().parse_args(_color_argument(argv))
+    if opts.completion:
+        from triage.completion import script
+
+        sys.stdout.write(
+            script(opts.completion, _parser(), sorted(PLUGIN_COMMANDS), sorted(KB_SUBCOMMANDS))
+        )
         return EXIT_OK
+    if opts.version:
+        return _version(opts.signatures, opts.kb_path)
     if not 1 <= opts.jobs <= 64:
         print("triage: --jobs must be between 1 and 64", file=sys.stderr)
         return EXIT_USAGE
@@ -160,31 +208,64 @@ def triage_main(argv: list[str]) -> int:
         return EXIT_USAGE
     from triage.api import Engine, RunOptions
     from triage.kb.store import load_current
-    from triage.read import InputError
+    from triage.read import InputError, expand_inputs
 
+    no_history = opts.no_history or os.environ.get("TRIAGE_NO_HISTORY", "") not in ("", "0")
     kb = load_current(opts.signatures, opts.kb_path)
     options = RunOptions(
         engine=opts.engine,
         max_decompressed=opts.max_decompressed << 20,
         jobs=opts.jobs,
-        digest=not opts.no_history,  # the digest is the history's content key
+        digest=not no_history,  # the digest is the history's content key
     )
     if opts.follow:
         from triage.follow import run_follow
 
         return run_follow(args, Engine(kb, options), sys.stdout)
+    progress = None
+    from triage import progress as progress_line
+
+    if progress_line.wanted(opts.quiet):
+        try:
+            paths = dict(expand_inputs(args))
+        except InputError:
+            paths = {}
+        progress = progress_line.ProgressLine(paths)
+        options.progress = progress
     try:
         report = Engine(kb, options).run(args)
     except InputError as exc:
         print(f"triage: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if progress is not None:
+            progress.close()
     if all(i.lines == 0 for i in report.inputs):
-        print("triage: empty input: nothing to triage", file=sys.stderr)
+        reasons = [i for i in report.inputs if i.skipped and i.skipped != "empty"]
+        for info in reasons:
+            print(f"triage: {info.name}: {info.skipped}", file=sys.stderr)
+        if not reasons:
+            print("triage: empty input: nothing to triage", file=sys.stderr)
         return EXIT_USAGE
-    if not opts.no_history:
+    if not opts.quiet:
+        _emit(report, opts.format, opts.explain, opts.color)
+    if not no_history:
         _record_history(report, opts.db, opts.run_id)
-    _emit(report, opts.format, opts.explain, opts.color)
     return EXIT_FAILURE if report.failed else EXIT_OK
+
+
+def _version(signatures: Path | None, kb_path: Path | None) -> int:
+    """`triage --version`: the package, the knowledge base it will use, and the scanner."""
+    from triage.kb.store import load_current
+    from triage.scanners import available_engines, chosen_engine
+    from triage.usertext import blanking
+
+    kb = load_current(signatures, kb_path)  # a missing knowledge base stops here, exit 2
+    engines = available_engines()
+    print(f"triage {__version__} (scanner: {chosen_engine()}; available: {', '.join(engines)})")
+    print(f"knowledge base: {len(kb.signatures)} signatures, digest {kb.digest[:12]}")
+    print(f"logged user text: {blanking()}")
+    return EXIT_OK
 
 
 def _record_history(report: Report, db: Path | None, run_id: str | None) -> None:
@@ -199,7 +280,7 @@ def _record_history(report: Report, db: Path | None, run_id: str | None) -> None
         print(f"triage: note: history not recorded: {exc}", file=sys.stderr)
 
 
-def _emit(report: Report, fmt: str, explain: bool, color: bool | None) -> None:
+def _emit(report: Report, fmt: str, explain: bool, color: str) -> None:
     if fmt in ("json", "jsonl"):
         from triage.render.json import render_json
 
@@ -210,16 +291,17 @@ def _emit(report: Report, fmt: str, explain: bool, color: bool | None) -> None:
 
         sys.stdout.write(render_markdown(report))
     else:
-        from triage.render.text import render_text
+        from triage.render.text import render_text, use_color
 
-        render_text(report, explain=explain, color=color, stream=sys.stdout)
+        render_text(report, explain=explain, color=use_color(sys.stdout, color), stream=sys.stdout)
     sys.stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: dispatch to a subcommand or to log triage; turn every error into exit 2."""
+    from triage.kb.paths import KnowledgeBaseMissing
+
     args = sys.argv[1:] if argv is None else argv
-    os.environ.setdefault("COLUMNS", "110")
     try:
         if len(args) > 1 and args[0] == "kb" and args[1] in KB_PLUGIN_COMMANDS:
             _run_plugin(KB_PLUGIN_COMMANDS[args[1]], args[1], args[2:], f"triage kb {args[1]}")
@@ -230,15 +312,29 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush
-        finally:
-            sys.exit(EXIT_FAILURE)
+        _die_of_sigpipe()
+    except KnowledgeBaseMissing as exc:
+        print(f"triage: {exc}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
     except SystemExit:
         raise
     except Exception as exc:  # never a traceback for the user
         print(f"triage: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+
+
+def _die_of_sigpipe() -> None:
+    """The reader closed the pipe (`triage big.log | head -1`): end the way grep does, killed by
+    SIGPIPE (the shell sees 141), never with 1, which would mean "failure found"."""
+    import contextlib
+    import signal
+
+    with contextlib.suppress(OSError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    sys.exit(128 + 13)
 
 
 if __name__ == "__main__":

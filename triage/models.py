@@ -71,6 +71,9 @@ class EvidenceOut:
     text: str
     role: str = "decisive"
     count: int = 1  # identical lines folded into this one (many ranks, Ray repeats)
+    # Every role this line plays, `role` first (a decisive line can also be a branch's evidence):
+    # each line is listed once.
+    roles: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)

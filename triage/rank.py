@@ -292,16 +292,28 @@ def _evidence(cand: Candidate) -> list[EvidenceOut]:
     evidence: list[Evidence] = fold_evidence(cand.decisive) + fold_evidence(cand.supporting)
     for hits in cand.diff_evidence.values():  # branches in order of their first line
         evidence += fold_evidence(hits)
-    return [
-        EvidenceOut(
+    out: list[EvidenceOut] = []
+    by_line: dict[tuple[str, int], EvidenceOut] = {}
+    for e in evidence:
+        key = (e.line.input, e.line.number)
+        seen = by_line.get(key)
+        if seen is not None:  # one line, several roles: listed once, with all of them
+            if e.role not in seen.roles:
+                seen.roles.append(e.role)
+            continue
+        if len(out) == MAX_EVIDENCE:
+            continue
+        item = EvidenceOut(
             input=e.line.input,
             line=e.line.number,
             text=(e.line.text or e.line.raw)[:2000],
             role=e.role,
             count=e.count,
+            roles=[e.role],
         )
-        for e in evidence[:MAX_EVIDENCE]
-    ]
+        by_line[key] = item
+        out.append(item)
+    return out
 
 
 def _hypothesis(rank_no: int, cand: Candidate, facts: dict[str, Any]) -> Hypothesis:

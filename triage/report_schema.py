@@ -31,6 +31,7 @@ class EvidenceOut(_Model):
     text: str
     role: str = "decisive"
     count: int = 1  # identical lines folded into this one (many ranks, Ray repeats)
+    roles: list[str] = Field(default_factory=list)  # every role of this line, `role` first
 
 
 class ExplainedOut(_Model):

@@ -71,3 +71,33 @@ def neutralise(text: str) -> str:
         ),
         text,
     )
+
+
+# Bytes that do not occur in text logs: C0 controls other than tab, LF, VT, FF, CR and ESC, and DEL.
+_NON_TEXT_BYTES = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27)) + b"\x7f"
+_NON_TEXT_TABLE = bytes.maketrans(_NON_TEXT_BYTES, b"\0" * len(_NON_TEXT_BYTES))
+# journalctl's own marker lines, printed around (or instead of) entries: `-- No entries --`,
+# `-- Logs begin at ... --`, `-- Journal begins at ... --`, `-- Boot 3f2a... --`, `-- Reboot --`.
+_JOURNAL_MARKER_RE = re.compile(rb"^-- [^\n]{1,200} --\r?$", re.MULTILINE)
+
+
+def looks_binary(sample: bytes) -> bool:
+    """Whether the first bytes of an input are binary data rather than a log (grep and rg skip
+    such files): more than a tenth NUL bytes, or more than 30% bytes that are neither text nor
+    valid UTF-8. A log with a stray NUL or a few Latin-1 bytes stays text."""
+    if not sample:
+        return False
+    size = len(sample)
+    nul = sample.count(0)
+    if nul * 10 > size:
+        return True
+    controls = sample.translate(_NON_TEXT_TABLE).count(0) - nul
+    invalid = sample.decode("utf-8", errors="replace").count("\ufffd")
+    return (controls + invalid) * 10 > size * 3
+
+
+def only_journal_markers(data: bytes) -> bool:
+    """Whether a (small) input holds nothing but journalctl's marker lines, `-- No entries --`
+    among them: journalctl found no entry, so there is no log to triage."""
+    lines = [line for line in data.splitlines() if line.strip()]
+    return bool(lines) and all(_JOURNAL_MARKER_RE.match(line) for line in lines)

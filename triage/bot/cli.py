@@ -174,6 +174,7 @@ def _run_event(
     from triage.bot.events import job_from_event
     from triage.bot.respond import IssueBot
 
+    engine = _engine()  # first: a bot without its knowledge base must fail loudly, not comment
     try:
         payload = json.loads(event.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -184,7 +185,7 @@ def _run_event(
         typer.echo(f"triage: nothing to do ({job})")
         raise typer.Exit(EXIT_OK)
     forge = _forge(kind, api_url, token_env, dry_run)
-    bot = IssueBot(_engine(), forge, bot_login, dry_run=dry_run, echo=typer.echo)
+    bot = IssueBot(engine, forge, bot_login, dry_run=dry_run, echo=typer.echo)
     from triage.bot.forge import ForgeError
 
     try:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-EXIT_OK, EXIT_FAILURE = 0, 1
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 kb_app = typer.Typer(
     add_completion=False,
@@ -37,12 +37,37 @@ def kb_lint(
 def kb_eval(
     corpus: Annotated[Path, typer.Argument(help="Corpus directory")] = Path("corpus"),
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every miss")] = False,
+    min_top1: Annotated[
+        float | None,
+        typer.Option(
+            "--min-top1",
+            metavar="PCT",
+            help="Exit 1 when top-1 with the line is below PCT percent, or a healthy log alarms",
+        ),
+    ] = None,
 ) -> None:
     """Measure quality on a corpus: top-1 with the line, top-3, silence, false alarms."""
     from triage.evaluate import evaluate, format_eval
 
+    if not corpus.is_dir():
+        typer.echo(f"triage: {corpus}: not a corpus directory", err=True)
+        raise typer.Exit(EXIT_USAGE)
     result = evaluate(corpus)
+    if not result.cases:
+        typer.echo(f"triage: {corpus}: no corpus cases (*.expected.yaml)", err=True)
+        raise typer.Exit(EXIT_USAGE)
     typer.echo(format_eval(result, verbose=verbose))
+    if min_top1 is not None:
+        failing = result.failing()
+        top1 = 100.0 * sum(c.top1 for c in failing) / len(failing) if failing else 100.0
+        alarms = sum(c.false_alarm for c in result.healthy())
+        if top1 < min_top1 or alarms:
+            typer.echo(
+                f"triage: kb eval below the gate: top-1 {top1:.1f}% (minimum {min_top1:g}%), "
+                f"{alarms} false alarm(s)",
+                err=True,
+            )
+            raise typer.Exit(EXIT_FAILURE)
     raise typer.Exit(EXIT_OK)
 
 
@@ -80,5 +105,29 @@ def kb_docs(
     output.write_text(text, encoding="utf-8")
     typer.echo(f"wrote {output}")
 
+
+def _forward(name: str, app: typer.Typer) -> None:
+    """List a `triage.kb.commands` subcommand in `triage kb --help`. `triage.cli` dispatches
+    `triage kb NAME` straight to that app; this entry forwards when kb_app is called directly."""
+
+    def forward(ctx: typer.Context) -> None:
+        app(args=ctx.args, prog_name=f"triage kb {name}", standalone_mode=True)
+
+    kb_app.command(
+        name,
+        help=str(app.info.help or ""),
+        add_help_option=False,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(forward)
+
+
+def _forward_all() -> None:
+    from triage.kb.commands import APPS as COMMAND_APPS
+
+    for name, app in COMMAND_APPS.items():
+        _forward(name, app)
+
+
+_forward_all()
 
 APPS = {"kb": kb_app}

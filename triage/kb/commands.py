@@ -71,12 +71,12 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _root(signatures: Path | None) -> Path:
-    from triage.kb.paths import default_signature_dir
+    from triage.kb.paths import KnowledgeBaseMissing, require_signature_dir
 
-    root = signatures or default_signature_dir()
-    if not root.is_dir():
-        raise _fail(f"{root}: not a signature directory")
-    return root
+    try:
+        return require_signature_dir(signatures)
+    except KnowledgeBaseMissing as exc:
+        raise _fail(str(exc)) from None
 
 
 def open_kb(signatures: Path | None, kb: Path | None) -> sqlite3.Connection:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from triage.kb.paths import LoadError, default_signature_dir, signature_files
+from triage.kb.paths import LoadError, require_signature_dir, signature_files
 from triage.kb.schema import Signature
 
 MAX_SIGNATURE_BYTES = 256 * 1024
@@ -96,7 +96,7 @@ def load_signature_file(path: Path) -> tuple[Signature | None, list[LoadError]]:
 
 def load_signatures(root: Path | None = None) -> LoadResult:
     """Load every signature under root; errors are collected, not raised."""
-    root = root or default_signature_dir()
+    root = require_signature_dir(root)
     result = LoadResult()
     seen: dict[str, str] = {}
     for path in signature_files(root):

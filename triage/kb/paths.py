@@ -4,6 +4,7 @@ compiled knowledge base without importing the YAML parser or the pydantic schema
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,13 +22,47 @@ class LoadError:
         return f"{where}: {self.message}"
 
 
+class KnowledgeBaseMissing(Exception):
+    """The signature directory is missing or holds no signature: nothing could be diagnosed.
+
+    Every command that needs the knowledge base stops on it with exit 2 and this one line, so an
+    install without its knowledge (or a `--signatures` typo) is never a silent all-clear."""
+
+
 def default_signature_dir() -> Path:
-    """The knowledge base shipped with the package (repo checkout or installed data)."""
-    here = Path(__file__).resolve().parent.parent.parent / "signatures"
-    if here.is_dir():
-        return here
-    installed = Path(__file__).resolve().parent.parent / "data" / "signatures"
+    """The knowledge base shipped with the package (`$TRIAGE_SIGNATURES` wins).
+
+    A built wheel carries it as package data (`triage/data/signatures/`, copied by setup.py); a
+    source checkout or an editable install reads the checkout's `signatures/` (the package's parent
+    directory must be the project itself, so a stray `site-packages/signatures` is never taken).
+    """
+    explicit = os.environ.get("TRIAGE_SIGNATURES")
+    if explicit:
+        return Path(explicit)
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "data" / "signatures"
+    if installed.is_dir():
+        return installed
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "signatures").is_dir():
+        return checkout / "signatures"
     return installed
+
+
+def require_signature_dir(root: Path | None = None) -> Path:
+    """root (default: the shipped knowledge base) when it holds signatures, else raise
+    KnowledgeBaseMissing."""
+    root = root or default_signature_dir()
+    if not root.is_dir():
+        raise KnowledgeBaseMissing(
+            f"{root}: no signature directory (the knowledge base is missing)"
+        )
+    if not signature_files(root):
+        raise KnowledgeBaseMissing(
+            f"{root}: no signature files (expected <layer>/<id>.yaml under node/, harness/, "
+            "engine/, model/)"
+        )
+    return root
 
 
 def signature_files(root: Path) -> list[Path]:

@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triage.kb.paths import LoadError, content_hash, default_signature_dir, signature_files
+from triage.kb.paths import (
+    LoadError,
+    content_hash,
+    default_signature_dir,
+    require_signature_dir,
+    signature_files,
+)
 from triage.kb.records import Signature as SignatureRecord
 
 if TYPE_CHECKING:
@@ -170,7 +176,7 @@ def load_current(root: Path | None = None, db_path: Path | None = None) -> Knowl
     """The knowledge base of root: compiled when current, rebuilt when stale, else YAML."""
     from triage.api import KnowledgeBase
 
-    root = root or default_signature_dir()
+    root = require_signature_dir(root)
     if os.environ.get("TRIAGE_NO_KB_CACHE", "") not in ("", "0"):
         return _from_yaml(root)
     path = db_path or default_db_path(root)
@@ -293,7 +299,7 @@ def build(
     from triage.kb.load import load_signatures
 
     start = time.perf_counter()
-    root = root or default_signature_dir()
+    root = require_signature_dir(root)
     path = db_path or default_db_path(root)
     # Hash before parsing: a file edited during the build makes the stored key stale, not wrong.
     skey = stat_key(root)

@@ -1,4 +1,9 @@
-"""Human output for a terminal: ANSI styles on a TTY, plain text otherwise; NO_COLOR honoured.
+"""Human output for a terminal: ANSI styles on a TTY, plain text otherwise.
+
+Colour follows the conventions of grep, rg and ls (`use_color`): `--color=auto|always|never`;
+under auto, a non-empty NO_COLOR turns it off, a non-empty FORCE_COLOR or CLICOLOR_FORCE (other
+than 0) turns it on, TERM=dumb turns it off, otherwise it is on only on a terminal. Text that came
+from the log is printed in the terminal's own foreground colour, readable on light and dark themes.
 
 Every piece of text that came from the input is neutralised (escape sequences, C0/C1 controls,
 bidi overrides) before it is written; styles only ever wrap it. (A dozen SGR codes, not a
@@ -23,7 +28,7 @@ STYLES = {
     "triage.error": "1;31",
     "triage.warning": "33",
     "triage.info": "2",
-    "triage.evidence": "37",
+    "triage.evidence": "",  # the terminal's default foreground: readable on any theme
     "triage.dim": "2",
     "triage.fix": "32",
     "triage.ok": "1;32",
@@ -55,10 +60,30 @@ class _Writer:
         return f"\x1b[{code}m{text}\x1b[0m"
 
 
+def use_color(stream: IO[str], choice: str = "auto") -> bool:
+    """Whether to write ANSI styles to stream, for `--color=auto|always|never`."""
+    if choice in ("always", "never"):
+        return choice == "always"
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    for force in ("FORCE_COLOR", "CLICOLOR_FORCE"):
+        if os.environ.get(force, "") not in ("", "0"):
+            return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def _writer(stream: IO[str], color: bool | None) -> _Writer:
-    if color is None:
-        color = stream.isatty() and "NO_COLOR" not in os.environ
-    return _Writer(stream, color)
+    return _Writer(stream, use_color(stream) if color is None else color)
+
+
+def plural(n: int, word: str) -> str:
+    """'1 line', '2 lines'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def render_text(
@@ -70,7 +95,7 @@ def render_text(
 ) -> str:
     buf = stream or io.StringIO()
     con = _writer(buf, color)
-    names = ", ".join(f"{i.name} ({i.lines} lines, {i.format})" for i in report.inputs)
+    names = ", ".join(f"{i.name} ({plural(i.lines, 'line')}, {i.format})" for i in report.inputs)
     con.print((f"triage: {neutralise(names)}", "triage.dim"))
     facts = report.facts
     shown = [
@@ -113,7 +138,8 @@ def render_text(
         con.print(("   evidence:", "triage.dim"))
         for ev in hyp.evidence:
             count = f" (x{ev.count})" if ev.count > 1 else ""
-            role = "" if ev.role == "decisive" else f" [{ev.role}]"
+            roles = ev.roles or [ev.role]
+            role = "" if roles == ["decisive"] else f" [{', '.join(roles)}]"
             con.print(
                 (f"     {neutralise(ev.input)}:{ev.line}{role}{count}: ", "triage.dim"),
                 (neutralise(ev.text[:300]), "triage.evidence"),
