@@ -34,6 +34,9 @@ SNIFF_BYTES = 64 << 10
 
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".json", ".jsonl", ".gz", ".zst", ".md", ".sh", ""}
 SKIP_DIR_NAMES = {".git", "__pycache__", "node_modules", ".venv"}
+# triage's own outputs in a run directory (`triage run`, `triage watch`, `triage bench`): walking
+# the directory again must not cite its own report.
+OWN_OUTPUT_NAMES = {"triage.md", "triage.json", "triage_invalid_rows.csv", "triage.prom"}
 
 
 class InputError(Exception):
@@ -610,6 +613,8 @@ def expand_inputs(args: list[str]) -> list[tuple[str, Path | None]]:
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIR_NAMES)
                 for fname in sorted(files):
+                    if fname in OWN_OUTPUT_NAMES:
+                        continue
                     candidate = Path(root) / fname
                     if is_log_like(candidate):
                         found.append(candidate)
