@@ -147,13 +147,19 @@ def header_block_end(data: bytes | bytearray, start: int = 0) -> int:
     return min(found) if found else 0
 
 
-def declared_length(head: bytes) -> int | None:
-    """The `Content-Length` of a header block: None when absent or unusable (several values)."""
+def header_values(head: bytes, name: bytes) -> set[bytes]:
+    """The distinct values of header `name` (lower case) in a header block."""
     values = set()
     for line in head.split(b"\n")[1:]:
-        name, colon, value = line.partition(b":")
-        if colon and name.strip().lower() == b"content-length":
+        key, colon, value = line.partition(b":")
+        if colon and key.strip().lower() == name:
             values.add(value.strip())
+    return values
+
+
+def declared_length(head: bytes) -> int | None:
+    """The `Content-Length` of a header block: None when absent or unusable (several values)."""
+    values = header_values(head, b"content-length")
     if len(values) != 1:
         return None
     (value,) = values
@@ -310,6 +316,8 @@ class _Intake:
                 return
             if not self._start_body(conn):
                 return
+        if not self._hold(conn, len(conn.data) - max(seen, conn.head)):
+            return
         if len(conn.data) >= conn.need:
             self._selector.unregister(conn.sock)
             del self._conns[conn.sock]
@@ -321,22 +329,44 @@ class _Intake:
         if conn.head > MAX_HEADER_BYTES:
             self._answer_early(conn, 431, "request header fields too large")
             return False
-        length = declared_length(head) or 0  # none or unusable: the handler answers 411
+        length = declared_length(head)
+        if length is None:
+            if head.startswith(b"POST "):
+                self._answer_early(conn, 411, "length required")
+                return False
+            length = 0
         if length > self.max_body:
             self._answer_early(conn, 413, "payload too large")
             return False
-        with self._lock:
-            fits = self.buffered + length <= self.max_buffered
-            if fits:
-                self.buffered += length
-                conn.held = length
-        if not fits:
-            self._answer_early(conn, 503, "server busy", {"Retry-After": str(RETRY_AFTER)})
-            return False
         conn.need = conn.head + length
         conn.deadline = time.monotonic() + self.body_timeout
-        if length and b"100-continue" in head.lower() and head.startswith(b"POST /"):
+        if length and b"100-continue" in header_values(head, b"expect"):
             self._send(conn, b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits a second without it
+        return True
+
+    def _hold(self, conn: _Connection, size: int) -> bool:
+        """Charge `size` body bytes received; over `max_buffered`, refuse the largest holder.
+
+        Counting bytes received (not declared) means holding memory costs an attacker the bytes;
+        refusing the largest partial body first means small deliveries get through a flood of
+        large ones. False when `conn` itself was refused.
+        """
+        if size <= 0:
+            return True
+        with self._lock:
+            self.buffered += size
+            conn.held += size
+            over = self.buffered > self.max_buffered
+        while over:
+            partial = [c for c in self._conns.values() if c.held and not c.draining]
+            if not partial:
+                break
+            largest = max(partial, key=lambda c: c.held)
+            self._answer_early(largest, 503, "server busy", {"Retry-After": str(RETRY_AFTER)})
+            if largest is conn:
+                return False
+            with self._lock:
+                over = self.buffered > self.max_buffered
         return True
 
     def _send(self, conn: _Connection, data: bytes) -> None:
@@ -429,7 +459,7 @@ class WebhookServer:
             header_timeout=header_timeout,
             body_timeout=body_timeout,
             max_body=max_body,
-            max_buffered=max_buffered if max_buffered is not None else 4 * max_body,
+            max_buffered=max(max_body, max_buffered or 4 * max_body),
         )
         self._threads: list[threading.Thread] = []
 
