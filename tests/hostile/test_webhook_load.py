@@ -220,9 +220,9 @@ def test_slow_header_clients_are_closed_and_hold_no_threads(
             sock.close()
 
     assert not opened, f"{len(opened)} of 150 slow clients still connected"
-    assert max(closed_after) < header_timeout + 1.5, max(closed_after)
+    assert max(closed_after) < header_timeout + 2.0, max(closed_after)
     assert peak_threads <= baseline + 4, (baseline, peak_threads)
-    assert health_times and max(health_times) < 1.0, health_times
+    assert health_times and max(health_times) < 2.0, health_times
     assert genuine == [(202, "queued")]
     assert rig.server.wait_idle(20)
     assert len(rig.bot_comments(7)) == 1
