@@ -30,6 +30,7 @@ reaches a shell, `eval` or a template engine.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import hmac
 import io
@@ -194,8 +195,10 @@ class _Intake:
         body_timeout: float,
         max_body: int,
         max_buffered: int,
+        log: Callable[[str], None],
     ) -> None:
         self.listener = listener
+        self.log = log
         self.dispatch = dispatch
         self.max_connections = max_connections
         self.header_timeout = header_timeout
@@ -239,7 +242,11 @@ class _Intake:
                     elif key.fileobj is self._wake_r:
                         self._wake_r.recv(64)
                     else:
-                        self._read(key.data)
+                        try:
+                            self._read(key.data)
+                        except Exception as exc:  # one bad connection must not stop the intake
+                            self.log(f"connection failed: {type(exc).__name__}: {exc}")
+                            self._close(key.data)
         finally:
             for conn in list(self._conns.values()):
                 self._close(conn)
@@ -272,10 +279,13 @@ class _Intake:
                 sock, address = self.listener.accept()
             except BlockingIOError:
                 return
-            except OSError:  # out of file descriptors: leave the rest in the backlog a moment
-                self._selector.unregister(self.listener)
-                self._listener_paused_until = time.monotonic() + 0.1
-                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # Out of descriptors or memory: leave the rest in the backlog a moment.
+                    self._selector.unregister(self.listener)
+                    self._listener_paused_until = time.monotonic() + 0.1
+                    return
+                continue  # the client gave up before it was accepted
             sock.setblocking(False)
             now = time.monotonic()
             with self._lock:
@@ -460,6 +470,7 @@ class WebhookServer:
             body_timeout=body_timeout,
             max_body=max_body,
             max_buffered=max(max_body, max_buffered or 4 * max_body),
+            log=self.log,
         )
         self._threads: list[threading.Thread] = []
 
