@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +17,9 @@ from test_bot_support import FakeForge, deliver, issue_event, secret_corpus, sig
 
 from triage.api import Engine, load_kb
 from triage.bot import webhook
+from triage.bot.events import IssueJob
 from triage.bot.forge import Gitea, GitHub
-from triage.bot.ratelimit import WriteLimiter
+from triage.bot.ratelimit import DeliveryLimiter, WriteLimiter
 from triage.bot.respond import IssueBot
 from triage.bot.webhook import WebhookServer, verify_signature
 
@@ -292,3 +297,207 @@ def test_mutated_deliveries_all_rejected() -> None:
         else:
             headers = {}
         assert not verify_signature(secret, bytes(mutated), headers)
+
+
+# -- Limits: every delivery is processed or answered with a status the forge may retry --------
+
+
+class Recorder:
+    """A job handler that records jobs, and can be held to fill the queue."""
+
+    def __init__(self) -> None:
+        self.jobs: list[IssueJob] = []
+        self.release = threading.Event()
+        self.release.set()
+
+    def __call__(self, job: IssueJob) -> str:
+        self.release.wait(10)
+        self.jobs.append(job)
+        return "recorded"
+
+
+@pytest.fixture
+def servers() -> Iterator[list[WebhookServer]]:
+    made: list[WebhookServer] = []
+    yield made
+    for server in made:
+        server.stop()
+
+
+def started(servers: list[WebhookServer], handler: Recorder, **limits: Any) -> WebhookServer:
+    server = WebhookServer(handler, SECRET, bot_login=BOT, **limits)
+    server.start()
+    servers.append(server)
+    return server
+
+
+def signed_delivery(
+    number: int = 7, *, repo: str = "acme/serving", sender: str = "reporter", delivery: str = ""
+) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(issue_event("opened", "text", number=number, repo=repo, sender=sender))
+    headers = {
+        "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": "sha256=" + sign(SECRET, body.encode()),
+    }
+    return body.encode(), headers
+
+
+def exchange(server: WebhookServer, data: bytes, timeout: float = 5.0) -> bytes:
+    """Send raw bytes, return everything the server answers until it closes the connection."""
+    parts = urllib.parse.urlsplit(server.url)
+    with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=timeout) as s:
+        s.sendall(data)
+        answer = b""
+        while chunk := s.recv(4096):
+            answer += chunk
+        return answer
+
+
+def test_limits_per_repository_and_sender_count_verified_deliveries_only(
+    servers: list[WebhookServer],
+) -> None:
+    recorder = Recorder()
+    server = started(servers, recorder, per_minute=3, sender_per_minute=2)
+    now = [1000.0]
+    server.limiter.clock = lambda: now[0]
+    for _ in range(20):  # forged: charged to nobody, whatever repository they name
+        body, headers = signed_delivery()
+        headers["X-Hub-Signature-256"] = "sha256=" + sign(b"guess", body)
+        assert deliver(server.url, body, headers)[0] == 401
+    statuses = [deliver(server.url, *signed_delivery(sender=s))[0] for s in ("ann", "ann", "bob")]
+    assert statuses == [202, 202, 202]
+    # ann's third in the minute: her cap (2); carol's: the repository's cap (3).
+    refused_body, refused_headers = signed_delivery(sender="ann")
+    status, answer, headers = deliver(server.url, refused_body, refused_headers)
+    assert (status, answer["status"]) == (429, "rate limited")
+    assert 1 <= int(headers["retry-after"]) <= 61
+    assert deliver(server.url, *signed_delivery(sender="carol"))[0] == 429
+    # Another repository has its own window; bob's delivery counts in it.
+    assert deliver(server.url, *signed_delivery(repo="acme/other", sender="bob"))[0] == 202
+    # A minute later the refused delivery, redelivered with the same id, is processed: the
+    # refusal did not enter it in the replay log.
+    now[0] += 61
+    status, answer, _ = deliver(server.url, refused_body, refused_headers)
+    assert (status, answer["status"]) == (202, "queued")
+    assert server.wait_idle(5)
+    assert len(recorder.jobs) == 5
+
+
+def test_full_queue_answers_503_and_the_redelivery_is_processed(
+    servers: list[WebhookServer],
+) -> None:
+    recorder = Recorder()
+    recorder.release.clear()  # the worker holds the first job until released
+    server = started(servers, recorder, queue_size=1)
+    assert deliver(server.url, *signed_delivery(1))[0] == 202  # taken by the worker
+    deadline = time.monotonic() + 5
+    while server.jobs.qsize() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert deliver(server.url, *signed_delivery(2))[0] == 202  # waits in the queue
+    body, headers = signed_delivery(3)
+    status, answer, response_headers = deliver(server.url, body, headers)
+    assert (status, answer["status"]) == (503, "queue full")
+    assert response_headers["retry-after"] == "30"
+    recorder.release.set()
+    assert server.wait_idle(5)
+    status, answer, _ = deliver(server.url, body, headers)  # the forge's redelivery
+    assert (status, answer["status"]) == (202, "queued")
+    assert server.wait_idle(5)
+    assert [job.number for job in recorder.jobs] == [1, 2, 3]
+
+
+def test_connection_cap_answers_503_not_a_reset(servers: list[WebhookServer]) -> None:
+    server = started(servers, Recorder(), max_connections=3)
+    parts = urllib.parse.urlsplit(server.url)
+    idle = [socket.create_connection((parts.hostname or "", parts.port or 0)) for _ in range(3)]
+    try:
+        time.sleep(0.1)  # the intake accepts the three
+        body, headers = signed_delivery()
+        status, answer, response_headers = deliver(server.url, body, headers)
+        assert (status, answer["status"]) == (503, "too many connections")
+        assert int(response_headers["retry-after"]) > 0
+    finally:
+        for sock in idle:
+            sock.close()
+    deadline = time.monotonic() + 5
+    while server.intake.open and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert deliver(server.url, body, headers)[0] == 202  # the retry gets through
+
+
+def test_framing_is_answered_before_a_handler_sees_it(servers: list[WebhookServer]) -> None:
+    server = started(servers, Recorder(), header_timeout=0.5, body_timeout=0.5, max_body=1000)
+    started_at = time.monotonic()
+    # A body that stops short: 408 at the body deadline, then closed.
+    answer = exchange(server, b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n" + b"x" * 10)
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"request body timeout" in answer
+    # Headers that never end: 408 at the header deadline.
+    answer = exchange(server, b"POST / HTTP/1.1\r\nX-Slow: 1\r\n")
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"request header timeout" in answer
+    assert time.monotonic() - started_at < 3.0
+    # No length, a length above max_body, two different lengths, a header block above 64 KiB.
+    assert exchange(server, b"POST / HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 411 ")
+    assert exchange(server, b"POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n").startswith(
+        b"HTTP/1.1 413 "
+    )
+    two = b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"
+    assert exchange(server, two).startswith(b"HTTP/1.1 411 ")
+    huge = b"POST / HTTP/1.1\r\n" + b"X-Pad: " + b"a" * (70 << 10) + b"\r\n\r\n"
+    assert exchange(server, huge).startswith(b"HTTP/1.1 431 ")
+    # Expect: 100-continue gets its interim answer, then the delivery is processed.
+    body, headers = signed_delivery()
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = (
+        f"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        f"Content-Length: {len(body)}\r\n{head}\r\n"
+    ).encode()
+    parts = urllib.parse.urlsplit(server.url)
+    with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=5) as s:
+        s.sendall(request)
+        assert s.recv(4096).startswith(b"HTTP/1.1 100 Continue")
+        s.sendall(body)
+        assert b" 202 " in s.recv(4096).split(b"\r\n")[0]
+    assert server.wait_idle(5)
+
+
+def test_memory_for_partial_bodies_is_bounded_largest_refused_first(
+    servers: list[WebhookServer],
+) -> None:
+    recorder = Recorder()
+    server = started(servers, recorder, max_body=1 << 20, max_buffered=2 << 20)
+    parts = urllib.parse.urlsplit(server.url)
+    address = (parts.hostname or "", parts.port or 0)
+    big = []
+    for size in (900 << 10, 800 << 10, 500 << 10):  # 2.2 MiB held: over the 2 MiB budget
+        sock = socket.create_connection(address, timeout=5)
+        sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (1 << 20))
+        sock.sendall(b"x" * size)
+        big.append(sock)
+    try:
+        first = b""
+        while chunk := big[0].recv(4096):  # the largest partial body is the one refused
+            first += chunk
+        assert first.startswith(b"HTTP/1.1 503 ") and b"Retry-After: " in first
+        assert deliver(server.url, *signed_delivery())[0] == 202  # a small delivery gets through
+        assert server.intake.buffered <= 2 << 20
+    finally:
+        for sock in big:
+            sock.close()
+    assert server.wait_idle(5)
+    assert len(recorder.jobs) == 1
+
+
+def test_delivery_limiter_windows_and_refund() -> None:
+    now = [0.0]
+    limiter = DeliveryLimiter(per_repository=2, per_sender=5, clock=lambda: now[0])
+    assert limiter.admit("o/r", "a") == 0 and limiter.admit("O/R", "b") == 0  # case-insensitive
+    assert limiter.admit("o/r", "c") == pytest.approx(60.0)
+    limiter.refund("o/r", "b")
+    assert limiter.admit("o/r", "c") == 0
+    now[0] = 30.0
+    assert limiter.admit("o/r", "d") == pytest.approx(30.0)  # the window slides
+    now[0] = 60.0
+    assert limiter.admit("o/r", "d") == 0
+    with pytest.raises(ValueError):
+        DeliveryLimiter(0, 1)

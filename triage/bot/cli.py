@@ -245,7 +245,26 @@ def serve(
     max_body_mib: Annotated[int, typer.Option("--max-body-mib")] = 25,
     writes_per_minute: Annotated[int, typer.Option("--writes-per-minute")] = 20,
     writes_per_hour: Annotated[int, typer.Option("--writes-per-hour")] = 300,
-    deliveries_per_minute: Annotated[int, typer.Option("--deliveries-per-minute")] = 120,
+    deliveries_per_minute: Annotated[
+        int, typer.Option("--deliveries-per-minute", help="Queued per repository a minute")
+    ] = 120,
+    sender_deliveries_per_minute: Annotated[
+        int, typer.Option("--sender-deliveries-per-minute", help="Queued per sender a minute")
+    ] = 30,
+    queue_size: Annotated[int, typer.Option("--queue-size", help="Jobs waiting, then 503")] = 1000,
+    backlog: Annotated[int, typer.Option("--backlog", help="Listen backlog")] = 1024,
+    http_threads: Annotated[
+        int, typer.Option("--http-threads", help="Threads answering complete requests")
+    ] = 4,
+    max_connections: Annotated[
+        int, typer.Option("--max-connections", help="Open connections, then 503")
+    ] = 256,
+    header_timeout: Annotated[
+        float, typer.Option("--header-timeout", help="Seconds to send the headers")
+    ] = 10.0,
+    body_timeout: Annotated[
+        float, typer.Option("--body-timeout", help="Seconds to send the body")
+    ] = 30.0,
 ) -> None:
     """Serve webhooks (POST /) until interrupted; the work runs from a queue."""
     from triage.bot.respond import IssueBot
@@ -260,16 +279,26 @@ def serve(
     if not bot_login:
         raise _fail("cannot tell the bot's own login: pass --bot-login")
     bot = IssueBot(_engine(), client, bot_login, dry_run=dry_run, echo=typer.echo)
-    server = WebhookServer(
-        bot.handle,
-        secret,
-        host=host,
-        port=port,
-        bot_login=bot_login,
-        max_body=max_body_mib << 20,
-        per_minute=deliveries_per_minute,
-        log=lambda m: typer.echo(m, err=True),
-    )
+    try:
+        server = WebhookServer(
+            bot.handle,
+            secret,
+            host=host,
+            port=port,
+            bot_login=bot_login,
+            max_body=max_body_mib << 20,
+            per_minute=deliveries_per_minute,
+            sender_per_minute=sender_deliveries_per_minute,
+            queue_size=queue_size,
+            backlog=backlog,
+            http_threads=http_threads,
+            max_connections=max_connections,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            log=lambda m: typer.echo(m, err=True),
+        )
+    except (ValueError, OSError) as exc:  # a limit below 1, or the port is taken
+        raise _fail(f"cannot serve: {exc}") from None
     typer.echo(
         f"triage serve: listening on {server.url} as {bot_login}{' (dry run)' if dry_run else ''}",
         err=True,
