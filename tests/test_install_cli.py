@@ -123,6 +123,29 @@ def test_every_command_stops_loudly_without_a_knowledge_base(tmp_path: Path, kin
         assert str(target) in lines[0] and "internal error" not in lines[0], (name, err)
 
 
+def test_an_installed_package_without_its_data_is_loud(tmp_path: Path) -> None:
+    """The layout of a wheel whose `triage/data/signatures/` is gone (no checkout around it)."""
+    site = tmp_path / "site-packages"
+    shutil.copytree(
+        ROOT / "triage", site / "triage", ignore=shutil.ignore_patterns("__pycache__", "signatures")
+    )
+    expected = site / "triage" / "data" / "signatures"
+    env = {"PYTHONPATH": str(site), "TRIAGE_WEBHOOK_SECRET": "s" * 16}
+    env_clean = {k: v for k, v in os.environ.items() if k != "TRIAGE_SIGNATURES"}
+    for name, args in _commands(tmp_path).items():
+        proc = subprocess.run(
+            [sys.executable, "-m", "triage", *args],
+            capture_output=True,
+            check=False,
+            env={**env_clean, **env},
+            cwd=tmp_path,
+            timeout=60,
+        )
+        err = proc.stderr.decode().strip()
+        assert proc.returncode == 2, (name, err)
+        assert err == f"triage: {expected}: no signature directory (the knowledge base is missing)"
+
+
 def test_a_signatures_typo_is_loud_and_nothing_is_cached(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     typo = tmp_path / "signatuers"
