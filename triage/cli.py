@@ -40,6 +40,8 @@ PLUGIN_COMMANDS: dict[str, str] = {
     "lint": "triage.preflight.cli",
     "probe": "triage.preflight.cli",
     "bench": "triage.benchmarks.cli",
+    "ask": "triage.llm.cli",
+    "mcp": "triage.mcp.cli",
 }
 # `triage kb <name>` subcommands provided by `triage.kb.commands`.
 KB_PLUGIN_COMMANDS: dict[str, str] = {
@@ -135,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--run-id", help="run id to record with the history")
     p.add_argument("--version", action="store_true", help="show version and scanning engine")
+    from triage.llm.options import add_options
+
+    add_options(p)  # --llm URL --llm-model NAME ...: off unless given (docs/llm.md)
     return p
 
 
@@ -162,6 +167,15 @@ def triage_main(argv: list[str]) -> int:
     from triage.kb.store import load_current
     from triage.read import InputError
 
+    llm = None
+    if opts.llm or opts.llm_model or opts.llm_dry_run:
+        from triage.llm.options import LlmRun, UsageError
+
+        try:
+            llm = LlmRun(opts, args)
+        except UsageError as exc:
+            print(f"triage: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     kb = load_current(opts.signatures, opts.kb_path)
     options = RunOptions(
         engine=opts.engine,
@@ -174,7 +188,7 @@ def triage_main(argv: list[str]) -> int:
 
         return run_follow(args, Engine(kb, options), sys.stdout)
     try:
-        report = Engine(kb, options).run(args)
+        report = Engine(kb, options).run(args, stdin=llm.stdin if llm else None)
     except InputError as exc:
         print(f"triage: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -183,6 +197,8 @@ def triage_main(argv: list[str]) -> int:
         return EXIT_USAGE
     if not opts.no_history:
         _record_history(report, opts.db, opts.run_id)
+    if llm is not None and llm.attach(report, kb):  # after the history: it never counts there
+        return EXIT_FAILURE if report.failed else EXIT_OK  # a dry run printed the request
     _emit(report, opts.format, opts.explain, opts.color)
     return EXIT_FAILURE if report.failed else EXIT_OK
 

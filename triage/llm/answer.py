@@ -56,7 +56,7 @@ def _json_object(content: str) -> dict[str, Any]:
         text = text[: text.rfind("```")] if text.rstrip().endswith("```") else text
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise Rejected(f"the answer is not JSON ({exc.msg})") from None
     if not isinstance(data, dict):
         raise Rejected("the answer is not a JSON object")
