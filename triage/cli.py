@@ -137,8 +137,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--run-id", help="run id to record with the history")
     p.add_argument("--version", action="store_true", help="show version and scanning engine")
-    from triage.llm.options import add_options
-
+    try:
+        from triage.llm.options import add_options
+    except ImportError:  # a build without the optional LLM step
+        return p
     add_options(p)  # --llm URL --llm-model NAME ...: off unless given (docs/llm.md)
     return p
 
@@ -168,7 +170,7 @@ def triage_main(argv: list[str]) -> int:
     from triage.read import InputError
 
     llm = None
-    if opts.llm or opts.llm_model or opts.llm_dry_run:
+    if getattr(opts, "llm", None) or getattr(opts, "llm_model", None):
         from triage.llm.options import LlmRun, UsageError
 
         try:

@@ -57,6 +57,12 @@ class LlmRun:
             raise UsageError("--llm does not combine with --follow")
         if not 0 < opts.llm_timeout <= 600:
             raise UsageError("--llm-timeout must be between 0 and 600 seconds")
+        from triage.llm.client import LlmError, endpoint
+
+        try:
+            endpoint(opts.llm)
+        except LlmError as exc:
+            raise UsageError(str(exc)) from None
         self.opts = opts
         self.args = args
         self.stdin: BinaryIO | None = None
