@@ -7,12 +7,16 @@ second look at a log, not a new failure). The main command's own `--llm` (see
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from triage.api import KnowledgeBase
 from triage.cliapp import subcommand_app
+from triage.history.draft import Draft
 
 ask_app = subcommand_app(
     "Ask your own OpenAI-compatible model about a log, grounded in the knowledge base."
@@ -46,3 +50,47 @@ def ask(
     argv += ["--llm-no-cache"] if no_cache else []
     argv += ["--signatures", str(signatures)] if signatures else []
     raise typer.Exit(triage_main(argv))
+
+
+def draft_by_llm(
+    conn: sqlite3.Connection,
+    cluster_id: int,
+    kb: KnowledgeBase,
+    url: str | None,
+    model: str | None,
+    timeout: float,
+    dry_run: bool,
+    healthy: Path | None,
+) -> Draft | None:
+    """`triage draft --llm`: the checked draft, None after a dry run; exit 1 with the reasons
+    when the model's draft fails a check (nothing is written then)."""
+    import os
+
+    from triage.kb.paths import default_signature_dir
+    from triage.llm.draft import draft_with_llm
+    from triage.llm.step import Settings
+
+    if not url or not model:
+        typer.echo("triage: --llm URL and --llm-model NAME go together", err=True)
+        raise typer.Exit(2)
+    settings = Settings(
+        url=url,
+        model=model,
+        timeout=timeout,
+        dry_run=dry_run,
+        api_key=os.environ.get("TRIAGE_LLM_API_KEY") or None,
+    )
+    corpus = healthy or default_signature_dir().parent / "corpus" / "healthy"
+    outcome = draft_with_llm(conn, cluster_id, kb, settings, corpus)
+    if outcome.body is not None:
+        sys.stdout.buffer.write(outcome.body)
+        return None
+    if outcome.text is None:
+        typer.echo(
+            f"triage: the model's draft was not written ({len(outcome.problems)} problem(s)):",
+            err=True,
+        )
+        for problem in outcome.problems:
+            typer.echo(f"  {problem}", err=True)
+        raise typer.Exit(1)
+    return Draft(outcome.sig_id, outcome.text, [], [], [])
