@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from triage.api import KnowledgeBase
-from triage.history.draft import cluster_lines, draft_cluster, provenance, yaml_str
+from triage.history.draft import (
+    _near_miss,
+    cluster_lines,
+    draft_cluster,
+    provenance,
+    yaml_str,
+)
 from triage.kb.records import LAYERS
 from triage.llm import cache
 from triage.llm.client import Completion, LlmError, endpoint, post_chat
@@ -149,6 +155,15 @@ def render(answer: dict[str, Any], lines: list[str], reproduction: str, model: s
         "examples:",
         "  match:",
         *[f"    - {yaml_str(line)}" for line in lines],
+    ]
+    # The schema wants a near miss: the first line cut inside what the first pattern matched.
+    try:
+        near = _near_miss(answer["patterns"][0], lines[0]) if lines else None
+    except Exception:  # a pattern that does not compile: the checks say so
+        near = None
+    if near:
+        out += ["  no_match:", f"    - {yaml_str(near)}  # a cut line: prefer a real one"]
+    out += [
         "tags: [draft, llm-draft]",
     ]
     return "\n".join(out) + "\n"
@@ -183,11 +198,31 @@ def _parse(content: str) -> dict[str, Any]:
     return data
 
 
-def check(text: str, sig_id: str, layer: str, lines: list[str], healthy: Path) -> list[str]:
+def _cluster_misses(patterns: list[str], lines: list[str]) -> list[str]:
+    from triage.regexes import compile_linear
+    from triage.textutil import strip_ansi
+
+    try:
+        compiled = [compile_linear(p) for p in patterns]
+        return [
+            f"does not fire on the cluster line {x[:100]!r}"
+            for x in lines
+            if not any(c.search(strip_ansi(x)) for c in compiled)
+        ]
+    except Exception as exc:  # any engine's refusal is a lint failure
+        return [f"lint: a pattern does not compile: {exc}"]
+
+
+def check(
+    text: str, sig_id: str, layer: str, patterns: list[str], lines: list[str], healthy: Path
+) -> list[str]:
     """Every reason this draft must not be written (empty when it may)."""
     from triage.kb import lint
     from triage.kb.load import load_signature_file
 
+    misses = _cluster_misses(patterns, lines)
+    if misses:
+        return misses  # the most telling reason first: it does not even match its own cluster
     with tempfile.TemporaryDirectory(prefix="triage-draft-") as tmp:
         path = Path(tmp) / layer / f"{sig_id}.yaml"
         path.parent.mkdir()
@@ -265,7 +300,7 @@ def draft_with_llm(
     if answer["id"] in kb.by_id:
         return DraftOutcome(sig_id=answer["id"], problems=[f"id {answer['id']} already exists"])
     text = render(answer, lines, provenance(conn, cluster_id), completion.model or settings.model)
-    problems = check(text, answer["id"], answer["layer"], lines, healthy)
+    problems = check(text, answer["id"], answer["layer"], answer["patterns"], lines, healthy)
     if problems:
         return DraftOutcome(sig_id=answer["id"], problems=problems)
     if fresh and settings.use_cache:
