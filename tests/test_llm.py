@@ -26,6 +26,8 @@ CASE = ROOT / "corpus" / "engine" / "nccl-tests-socket-connect-abort-proxy.log"
 CONFIDENT = ROOT / "examples" / "vllm-kv-cache-oom.log"
 
 Answer = Callable[[dict[str, Any]], tuple[int, bytes]]
+Proc = subprocess.CompletedProcess[bytes]
+Make = Callable[..., "Stub"]
 
 
 class Stub:
@@ -115,7 +117,7 @@ def stub_factory() -> Iterator[Callable[..., Stub]]:
         stub.close()
 
 
-def triage(*args: str, stdin: bytes | None = None, cache: Path | None = None):
+def triage(*args: str, stdin: bytes | None = None, cache: Path | None = None) -> Proc:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "110"}
     env.pop("NO_COLOR", None)
     if cache is not None:
@@ -130,20 +132,20 @@ def triage(*args: str, stdin: bytes | None = None, cache: Path | None = None):
     )
 
 
-def ask(stub: Stub, *args: str, log: Path = CASE, cache: Path | None = None):
+def ask(stub: Stub, *args: str, log: Path = CASE, cache: Path | None = None) -> Proc:
     return triage(
         "ask", str(log), "--llm", stub.url, "--llm-model", "stub-model", *args, cache=cache
     )
 
 
-def plain(log: Path = CASE, fmt: str = "json"):
+def plain(log: Path = CASE, fmt: str = "json") -> Proc:
     return triage("--no-history", "-f", fmt, str(log))
 
 
 # -- answers accepted and rejected ---------------------------------------------------------------
 
 
-def test_valid_answer_is_shown_as_a_labelled_suggestion(stub_factory, tmp_path) -> None:
+def test_valid_answer_is_shown_as_a_labelled_suggestion(stub_factory: Make, tmp_path: Path) -> None:
     stub = stub_factory(lambda body: (200, completion(answer_json(body))))
     proc = ask(stub, "-f", "json", cache=tmp_path)
     assert proc.returncode == plain().returncode == 1, proc.stderr
@@ -170,7 +172,7 @@ def test_valid_answer_is_shown_as_a_labelled_suggestion(stub_factory, tmp_path) 
     assert len(stub.received) == 1
 
 
-def test_cache_key_changes_with_the_model(stub_factory, tmp_path) -> None:
+def test_cache_key_changes_with_the_model(stub_factory: Make, tmp_path: Path) -> None:
     stub = stub_factory(lambda body: (200, completion(answer_json(body))))
     first = json.loads(ask(stub, "-f", "json", cache=tmp_path).stdout)["llm"]
     again = json.loads(ask(stub, "-f", "json", cache=tmp_path).stdout)["llm"]
@@ -230,7 +232,9 @@ BAD_ANSWERS: dict[str, tuple[Answer, str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_ANSWERS))
-def test_bad_answer_leaves_the_report_unchanged(stub_factory, tmp_path, case: str) -> None:
+def test_bad_answer_leaves_the_report_unchanged(
+    stub_factory: Make, tmp_path: Path, case: str
+) -> None:
     answer, reason = BAD_ANSWERS[case]
     stub = stub_factory(answer)
     for fmt in ("json", "text"):
@@ -243,7 +247,7 @@ def test_bad_answer_leaves_the_report_unchanged(stub_factory, tmp_path, case: st
     assert len(stub.received) == 2  # a dropped answer is never cached
 
 
-def test_time_out_is_bounded(stub_factory, tmp_path) -> None:
+def test_time_out_is_bounded(stub_factory: Make, tmp_path: Path) -> None:
     stub = stub_factory(lambda b: (200, completion(answer_json(b))), delay=30.0)
     started = time.monotonic()
     base = plain()
@@ -264,7 +268,7 @@ def _token(prefix: str, n: int) -> str:
     return prefix + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))
 
 
-def test_a_planted_secret_never_reaches_the_server(stub_factory, tmp_path) -> None:
+def test_a_planted_secret_never_reaches_the_server(stub_factory: Make, tmp_path: Path) -> None:
     secret = _token("hf_", 34)
     password = _token("", 20)
     log = tmp_path / "server.log"
@@ -285,7 +289,9 @@ def test_a_planted_secret_never_reaches_the_server(stub_factory, tmp_path) -> No
     assert secret.encode() not in dry.stdout and len(stub.received) == 1
 
 
-def test_dry_run_prints_the_exact_body_and_sends_nothing(stub_factory, tmp_path) -> None:
+def test_dry_run_prints_the_exact_body_and_sends_nothing(
+    stub_factory: Make, tmp_path: Path
+) -> None:
     stub = stub_factory(lambda body: (200, completion(answer_json(body))))
     dry = ask(stub, "--llm-dry-run", cache=tmp_path)
     assert stub.received == []
@@ -293,7 +299,7 @@ def test_dry_run_prints_the_exact_body_and_sends_nothing(stub_factory, tmp_path)
     assert stub.received == [dry.stdout]
 
 
-def test_evidence_is_bounded_in_bytes(tmp_path) -> None:
+def test_evidence_is_bounded_in_bytes(tmp_path: Path) -> None:
     from triage.api import Engine, load_kb
     from triage.llm import evidence, prompt
 
@@ -319,7 +325,7 @@ def test_evidence_is_bounded_in_bytes(tmp_path) -> None:
 # -- when it runs, and that it changes nothing when off ------------------------------------------
 
 
-def test_confident_report_is_not_sent(stub_factory) -> None:
+def test_confident_report_is_not_sent(stub_factory: Make) -> None:
     stub = stub_factory(lambda body: (200, completion(answer_json(body))))
     proc = triage(
         "--no-history", "-f", "json", "--llm", stub.url, "--llm-model", "m", str(CONFIDENT)
@@ -329,7 +335,7 @@ def test_confident_report_is_not_sent(stub_factory) -> None:
     assert "not asked" in proc.stderr.decode()
 
 
-def test_environment_alone_sends_nothing(stub_factory) -> None:
+def test_environment_alone_sends_nothing(stub_factory: Make) -> None:
     stub = stub_factory(lambda body: (200, completion(answer_json(body))))
     env_like = {"OPENAI_BASE_URL": stub.url, "OPENAI_API_KEY": "x", "TRIAGE_LLM_API_KEY": "x"}
     os.environ.update(env_like)

@@ -22,6 +22,8 @@ from triage.history.schema import opened
 
 CASE = ROOT / "corpus" / "engine" / "nccl-2.14-no-socket-interface-internal-error.log"
 HEALTHY = ROOT / "corpus" / "healthy"
+History = tuple[Path, int, list[str]]
+Make = Callable[..., Stub]
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,7 @@ def stubs() -> Iterator[Callable[..., Stub]]:
 
 def _mechanical(body: dict[str, Any]) -> str:
     """The deterministic draft's first pattern, as the request showed it to the model."""
-    text = body["messages"][1]["content"]
+    text: str = body["messages"][1]["content"]
     return text.split("improve it if you can):\n- ", 1)[1].split("\n", 1)[0]
 
 
@@ -75,7 +77,9 @@ def drafted(
     return answer
 
 
-def draft(stub: Stub, history: tuple[Path, int, list[str]], out: Path, *extra: str):
+def draft(
+    stub: Stub, history: tuple[Path, int, list[str]], out: Path, *extra: str
+) -> subprocess.CompletedProcess[bytes]:
     db, cid, _ = history
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRIAGE_CACHE_DIR": str(out.parent / "cache")}
     return subprocess.run(
@@ -102,7 +106,9 @@ def draft(stub: Stub, history: tuple[Path, int, list[str]], out: Path, *extra: s
     )
 
 
-def test_a_good_draft_is_written_and_passes_the_schema(stubs, history, tmp_path) -> None:
+def test_a_good_draft_is_written_and_passes_the_schema(
+    stubs: Make, history: History, tmp_path: Path
+) -> None:
     from triage.kb.load import load_signature_file
 
     stub = stubs(drafted(lambda body: [_mechanical(body)]))
@@ -139,7 +145,7 @@ def _healthy_literal() -> tuple[str, str]:
     ],
 )
 def test_a_draft_that_fails_a_check_is_not_written(
-    stubs, history, tmp_path, case: str, patterns: str, reason: str
+    stubs: Make, history: History, tmp_path: Path, case: str, patterns: str, reason: str
 ) -> None:
     healthy_log, literal = _healthy_literal()
     choose = {
@@ -157,7 +163,7 @@ def test_a_draft_that_fails_a_check_is_not_written(
         assert healthy_log in proc.stderr.decode()
 
 
-def test_dry_run_sends_nothing_and_redacts(stubs, history, tmp_path) -> None:
+def test_dry_run_sends_nothing_and_redacts(stubs: Make, history: History, tmp_path: Path) -> None:
     stub = stubs(drafted(lambda body: [_mechanical(body)]))
     proc = draft(stub, history, tmp_path / "x.yaml", "--llm-dry-run")
     assert proc.returncode == 0 and stub.received == []

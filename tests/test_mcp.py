@@ -40,7 +40,9 @@ def _payload(result: Any) -> Any:
     return text
 
 
-async def _session_calls(params: StdioServerParameters, calls: list[tuple[str, dict[str, Any]]]):
+async def _session_calls(
+    params: StdioServerParameters, calls: list[tuple[str, dict[str, Any]]]
+) -> tuple[Any, list[Any]]:
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         listed = await session.list_tools()
