@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -68,6 +66,9 @@ class LlmRun:
         self.stdin: BinaryIO | None = None
         self._spool: Any = None
         if "-" in args:
+            import shutil
+            import tempfile
+
             # The engine reads stdin once; a copy lets the evidence windows read it again.
             self._spool = tempfile.NamedTemporaryFile(prefix="triage-stdin-")  # noqa: SIM115
             shutil.copyfileobj(sys.stdin.buffer, self._spool, 1 << 20)

@@ -177,7 +177,8 @@ def _llm_section(con: _Writer, report: Report) -> None:
     if not llm:
         return
     con.print()
-    con.print((f"{neutralise(llm['label']).capitalize()}:", "bold"))
+    label = neutralise(llm["label"])
+    con.print((f"{label[:1].upper()}{label[1:]}:", "bold"))
     sig = llm["signature"]
     named = "no known signature" if sig == "none" else f"{sig} ({neutralise(llm['title'] or '')})"
     cached = ", cached" if llm["cached"] else ""
