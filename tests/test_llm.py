@@ -394,3 +394,27 @@ def test_step_off_is_byte_identical_to_no_llm_code(log: Path) -> None:
         assert with_code.stdout == without.stdout, fmt
         assert with_code.returncode == without.returncode
         assert b'"llm"' not in with_code.stdout
+
+
+def test_history_records_the_same_with_and_without_the_step(
+    stub_factory: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The main command's --llm records the deterministic run; `triage ask` records nothing."""
+    import sqlite3
+
+    stub = stub_factory(lambda body: (200, completion(answer_json(body))))
+
+    def recorded(db: Path) -> list[tuple[Any, ...]]:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            hits = conn.execute("SELECT signature, rank FROM hits ORDER BY rank").fetchall()
+            unknown = conn.execute("SELECT text FROM unknown_lines ORDER BY id").fetchall()
+            return [*hits, *unknown]
+
+    without, with_llm, asked = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "c.db"
+    triage("--db", str(without), str(CASE))
+    proc = triage("--db", str(with_llm), "--llm", stub.url, "--llm-model", "m", str(CASE))
+    assert "Suggestion from m" in proc.stdout.decode() and len(stub.received) == 1
+    assert recorded(with_llm) == recorded(without) != []
+    monkeypatch.setenv("TRIAGE_DB", str(asked))
+    assert ask(stub, cache=tmp_path).returncode == 1
+    assert not asked.exists()
