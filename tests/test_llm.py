@@ -418,3 +418,34 @@ def test_history_records_the_same_with_and_without_the_step(
     monkeypatch.setenv("TRIAGE_DB", str(asked))
     assert ask(stub, cache=tmp_path).returncode == 1
     assert not asked.exists()
+
+
+def test_explicit_request_on_a_confident_log(stub_factory: Make, tmp_path: Path) -> None:
+    import jsonschema  # type: ignore[import-untyped]
+
+    stub = stub_factory(lambda body: (200, completion(answer_json(body))))
+    proc = ask(stub, "-f", "json", log=CONFIDENT, cache=tmp_path)
+    report = json.loads(proc.stdout)
+    assert len(stub.received) == 1 and report["llm"]["reason"] == "explicit request"
+    assert proc.returncode == plain(CONFIDENT).returncode
+    schema = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+    jsonschema.validate(report, schema)
+
+
+def test_proxy_settings_are_not_used(stub_factory: Make, tmp_path: Path) -> None:
+    """The evidence goes to the --llm URL itself, never through a proxy named in the environment."""
+    stub = stub_factory(lambda body: (200, completion(answer_json(body))))
+    proxies = {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+    saved = {k: os.environ.get(k) for k in (*proxies, "no_proxy", "NO_PROXY")}
+    os.environ.update(proxies)
+    os.environ.pop("no_proxy", None)
+    os.environ.pop("NO_PROXY", None)
+    try:
+        proc = ask(stub, "-f", "json", cache=tmp_path)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert len(stub.received) == 1 and "llm" in json.loads(proc.stdout), proc.stderr
