@@ -76,8 +76,8 @@ def _parser() -> argparse.ArgumentParser:
         "what to try and what will prove the fix.",
         epilog="Subcommands: kb (lint, eval, docs, search, show, stats, build, export-patterns), "
         "comment, run, watch, bot, serve, history, stats, unknown, draft, feedback, lint, probe, "
-        "bench, ask, mcp. Run `triage SUBCOMMAND --help`. Exit status: 0 no failure, 1 failure "
-        "diagnosed, 2 usage or input error.",
+        "bench. Run `triage SUBCOMMAND --help`. Exit status: 0 no failure, 1 failure diagnosed, "
+        "2 usage or input error.",
     )
     p.add_argument(
         "inputs",
