@@ -11,6 +11,7 @@ on stderr, never a traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from triage import __version__
 
 if TYPE_CHECKING:
+    from triage.api import Engine, KnowledgeBase
     from triage.models import Report
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -111,6 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes for large files")
     p.add_argument("--engine", choices=("hyperscan", "re2", "re"), help="scanner to use")
+    with contextlib.suppress(ImportError):  # --llm URL --llm-model NAME ...: off unless given
+        from triage.llm.options import add_options
+
+        add_options(p)
     p.add_argument("--signatures", type=Path, help="signature directory (default: the shipped one)")
     p.add_argument(
         "--kb",
@@ -137,11 +143,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--run-id", help="run id to record with the history")
     p.add_argument("--version", action="store_true", help="show version and scanning engine")
-    try:
-        from triage.llm.options import add_options
-    except ImportError:  # a build without the optional LLM step
-        return p
-    add_options(p)  # --llm URL --llm-model NAME ...: off unless given (docs/llm.md)
     return p
 
 
@@ -169,15 +170,6 @@ def triage_main(argv: list[str]) -> int:
     from triage.kb.store import load_current
     from triage.read import InputError
 
-    llm = None
-    if getattr(opts, "llm", None) or getattr(opts, "llm_model", None):
-        from triage.llm.options import LlmRun, UsageError
-
-        try:
-            llm = LlmRun(opts, args)
-        except UsageError as exc:
-            print(f"triage: {exc}", file=sys.stderr)
-            return EXIT_USAGE
     kb = load_current(opts.signatures, opts.kb_path)
     options = RunOptions(
         engine=opts.engine,
@@ -190,7 +182,7 @@ def triage_main(argv: list[str]) -> int:
 
         return run_follow(args, Engine(kb, options), sys.stdout)
     try:
-        report = Engine(kb, options).run(args, stdin=llm.stdin if llm else None)
+        report = _run(Engine(kb, options), args, opts, kb)
     except InputError as exc:
         print(f"triage: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -199,8 +191,6 @@ def triage_main(argv: list[str]) -> int:
         return EXIT_USAGE
     if not opts.no_history:
         _record_history(report, opts.db, opts.run_id)
-    if llm is not None and llm.attach(report, kb):  # after the history: it never counts there
-        return EXIT_FAILURE if report.failed else EXIT_OK  # a dry run printed the request
     _emit(report, opts.format, opts.explain, opts.color)
     return EXIT_FAILURE if report.failed else EXIT_OK
 
@@ -215,6 +205,15 @@ def _record_history(report: Report, db: Path | None, run_id: str | None) -> None
         record_run(report, db_path=db, run_id=run_id)
     except Exception as exc:
         print(f"triage: note: history not recorded: {exc}", file=sys.stderr)
+
+
+def _run(engine: Engine, args: list[str], opts: argparse.Namespace, kb: KnowledgeBase) -> Report:
+    """The triage, and with --llm the optional LLM step on its report (docs/llm.md)."""
+    if not getattr(opts, "llm", None) and not getattr(opts, "llm_model", None):
+        return engine.run(args)
+    from triage.llm.options import run_with_step
+
+    return run_with_step(engine, args, opts, kb)
 
 
 def _emit(report: Report, fmt: str, explain: bool, color: bool | None) -> None:

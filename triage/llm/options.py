@@ -51,8 +51,6 @@ class LlmRun:
     def __init__(self, opts: argparse.Namespace, args: list[str]) -> None:
         if not opts.llm or not opts.llm_model:
             raise UsageError("--llm URL and --llm-model NAME go together (see docs/llm.md)")
-        if opts.follow:
-            raise UsageError("--llm does not combine with --follow")
         if not 0 < opts.llm_timeout <= 600:
             raise UsageError("--llm-timeout must be between 0 and 600 seconds")
         from triage.llm.client import LlmError, endpoint
@@ -119,3 +117,21 @@ class LlmRun:
             self.stdin.close()
         if self._spool is not None:
             self._spool.close()
+
+
+def run_with_step(engine: Any, args: list[str], opts: argparse.Namespace, kb: Any) -> Any:
+    """`Engine.run` for the main command with `--llm`: stdin kept for the evidence windows, then
+    the step on the finished report. A usage error exits 2; a dry run prints the request body
+    and exits with the report's status (nothing else is printed or recorded)."""
+    try:
+        step = LlmRun(opts, args)
+    except UsageError as exc:
+        print(f"triage: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    report = engine.run(args, stdin=step.stdin)
+    if all(i.lines == 0 for i in report.inputs):
+        step.close()
+        return report  # the caller says "empty input"
+    if step.attach(report, kb):
+        raise SystemExit(1 if report.failed else 0)
+    return report
