@@ -71,6 +71,15 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def _run(engine: Engine, args: list[str], opts: argparse.Namespace, kb: KnowledgeBase) -> Report:
+    """The triage, and with --llm the optional LLM step on its report (docs/llm.md)."""
+    if not getattr(opts, "llm", None) and not getattr(opts, "llm_model", None):
+        return engine.run(args)
+    from triage.llm.options import run_with_step
+
+    return run_with_step(engine, args, opts, kb)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="triage",
@@ -205,15 +214,6 @@ def _record_history(report: Report, db: Path | None, run_id: str | None) -> None
         record_run(report, db_path=db, run_id=run_id)
     except Exception as exc:
         print(f"triage: note: history not recorded: {exc}", file=sys.stderr)
-
-
-def _run(engine: Engine, args: list[str], opts: argparse.Namespace, kb: KnowledgeBase) -> Report:
-    """The triage, and with --llm the optional LLM step on its report (docs/llm.md)."""
-    if not getattr(opts, "llm", None) and not getattr(opts, "llm_model", None):
-        return engine.run(args)
-    from triage.llm.options import run_with_step
-
-    return run_with_step(engine, args, opts, kb)
 
 
 def _emit(report: Report, fmt: str, explain: bool, color: bool | None) -> None:

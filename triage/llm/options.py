@@ -119,7 +119,9 @@ class LlmRun:
             self._spool.close()
 
 
-def run_with_step(engine: Any, args: list[str], opts: argparse.Namespace, kb: Any) -> Any:
+def run_with_step(
+    engine: Engine, args: list[str], opts: argparse.Namespace, kb: KnowledgeBase
+) -> Report:
     """`Engine.run` for the main command with `--llm`: stdin kept for the evidence windows, then
     the step on the finished report. A usage error exits 2; a dry run prints the request body
     and exits with the report's status (nothing else is printed or recorded)."""
