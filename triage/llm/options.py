@@ -12,7 +12,11 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from triage.api import Engine, KnowledgeBase
+    from triage.models import Report
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
