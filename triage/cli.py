@@ -11,6 +11,7 @@ on stderr, never a traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from triage import __version__
 from triage.completion import SHELLS
 
 if TYPE_CHECKING:
+    from triage.api import Engine, KnowledgeBase
     from triage.models import Report
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -42,6 +44,8 @@ PLUGIN_COMMANDS: dict[str, str] = {
     "lint": "triage.preflight.cli",
     "probe": "triage.preflight.cli",
     "bench": "triage.benchmarks.cli",
+    "ask": "triage.llm.cli",
+    "mcp": "triage.mcp.cli",
 }
 # `triage kb <name>` subcommands of triage.kb.cli, and those provided by `triage.kb.commands`.
 KB_SUBCOMMANDS = ("lint", "eval", "export-patterns", "docs", "build", "search", "show", "stats")
@@ -68,6 +72,15 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"triage: {message} (see triage --help)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+
+
+def _run(engine: Engine, args: list[str], opts: argparse.Namespace, kb: KnowledgeBase) -> Report:
+    """The triage, and with --llm the optional LLM step on its report (docs/llm.md)."""
+    if not getattr(opts, "llm", None) and not getattr(opts, "llm_model", None):
+        return engine.run(args)
+    from triage.llm.options import run_with_step
+
+    return run_with_step(engine, args, opts, kb)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -121,6 +134,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes for large files")
     p.add_argument("--engine", choices=("hyperscan", "re2", "re"), help="scanner to use")
+    with contextlib.suppress(ImportError):  # --llm URL --llm-model NAME ...: off unless given
+        from triage.llm.options import add_options
+
+        add_options(p)
     p.add_argument("--signatures", type=Path, help="signature directory (default: the shipped one)")
     p.add_argument(
         "--kb",
@@ -233,7 +250,7 @@ def triage_main(argv: list[str]) -> int:
         progress = progress_line.ProgressLine(paths)
         options.progress = progress
     try:
-        report = Engine(kb, options).run(args)
+        report = _run(Engine(kb, options), args, opts, kb)
     except InputError as exc:
         print(f"triage: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -161,6 +161,9 @@ class Report:
     unrecognized: list[Unrecognized] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     engine: str = ""  # scanning engine used: hyperscan | re2 | regex
+    # the optional LLM step's checked suggestion (`triage.llm`); None, and absent from the JSON,
+    # when the step is off or dropped its answer
+    llm: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -170,6 +173,8 @@ class Report:
     def to_json_dict(self) -> dict[str, Any]:
         """The `triage.report/1` JSON object (keys in contract order)."""
         data = asdict(self)
+        if data["llm"] is None:
+            del data["llm"]
         return {("schema" if k == "schema_" else k): v for k, v in data.items()}
 
     @classmethod
@@ -188,6 +193,7 @@ class Report:
             unrecognized=_each(Unrecognized, data.get("unrecognized", [])),
             skipped=[dict(x) for x in data.get("skipped", [])],
             engine=data.get("engine", ""),
+            llm=data.get("llm"),
         )
 
 

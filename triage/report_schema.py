@@ -89,6 +89,35 @@ class Unrecognized(_Model):
     count: int = 1
 
 
+class LlmCitation(_Model):
+    input: str
+    line: int
+    quote: str  # the part of the line the model quoted, verbatim
+    text: str  # the whole line as it was sent (cleaned: redacted, prompts elided)
+
+
+class LlmSuggestion(_Model):
+    """The optional LLM step's answer (docs/llm.md), checked against the evidence it was sent."""
+
+    label: str  # "suggestion from MODEL, not a knowledge-base match"
+    model: str  # the model name given with --llm-model
+    served_model: str  # the model id the server said answered
+    endpoint: str  # the chat-completions URL, without credentials
+    prompt_version: str
+    temperature: float
+    reason: str  # why the step ran: unrecognized lines, low scores, explicit request
+    cached: bool  # the answer came from the cache (same input, KB, model and prompt)
+    input_digest: str  # SHA-256 of the request message: the cache's input key
+    kb_digest: str
+    candidates: list[str]  # the signature ids the model could choose from
+    signature: str  # one of the candidates, or "none"
+    title: str | None = None  # that signature's title
+    citations: list[LlmCitation]
+    rationale: str
+    next_step: str
+    confidence: str  # low | medium | high
+
+
 class Report(_Model):
     schema_: str = Field(default=REPORT_SCHEMA, alias="schema")
     inputs: list[InputInfo]
@@ -97,10 +126,14 @@ class Report(_Model):
     unrecognized: list[Unrecognized] = Field(default_factory=list)
     skipped: list[dict[str, str]] = Field(default_factory=list)
     engine: str = ""  # scanning engine used: hyperscan | re2 | regex
+    llm: LlmSuggestion | None = None  # absent when the LLM step is off
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def validate_report(data: dict[str, Any]) -> dict[str, Any]:
     """Validate a report's JSON object against the contract; return it in contract form."""
-    return Report.model_validate(data).model_dump(by_alias=True, mode="json")
+    out = Report.model_validate(data).model_dump(by_alias=True, mode="json")
+    if out["llm"] is None:
+        del out["llm"]  # absent, as a run writes it, when the step was off
+    return out

@@ -377,10 +377,21 @@ def draft(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file")] = False,
     db: DbOption = None,
+    llm: Annotated[
+        str | None, typer.Option("--llm", help="OpenAI-compatible base URL: a model drafts it")
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="model name")] = None,
+    llm_timeout: Annotated[float, typer.Option("--llm-timeout", help="seconds")] = 120.0,
+    llm_dry_run: Annotated[bool, typer.Option("--llm-dry-run", help="print the request")] = False,
+    healthy: Annotated[
+        Path | None, typer.Option("--healthy", help="healthy logs the draft must not fire on")
+    ] = None,
 ) -> None:
     """Write a signature skeleton: pattern from the template, examples, related, provenance.
 
-    It fails `triage kb lint` until title, layer and fixes are filled in.
+    It fails `triage kb lint` until title, layer and fixes are filled in. With `--llm URL
+    --llm-model NAME` a model drafts every field instead, and the draft is written only when it
+    passes the schema, lint, the cluster's lines and the healthy corpus (docs/llm.md).
     """
     from triage.api import load_kb
     from triage.history.draft import draft_cluster
@@ -389,8 +400,17 @@ def draft(
     if cid is None:
         raise HistoryError(f"not a cluster id: {cluster!r} (see `triage unknown`)")
     kb = load_kb(signatures)
-    with _open_existing(db) as conn:
-        result = draft_cluster(conn, cid, kb.signatures)
+    if llm or llm_model:
+        from triage.llm.cli import draft_by_llm
+
+        with _open_existing(db) as conn:
+            drafted = draft_by_llm(conn, cid, kb, llm, llm_model, llm_timeout, llm_dry_run, healthy)
+        if drafted is None:
+            return  # a dry run printed the request
+        result = drafted
+    else:
+        with _open_existing(db) as conn:
+            result = draft_cluster(conn, cid, kb.signatures)
     if output is not None and str(output) == "-":
         sys.stdout.write(result.text)
         return
@@ -398,8 +418,9 @@ def draft(
     if path.exists() and not force:
         raise HistoryError(f"{path} exists: pass --force to overwrite or -o another file")
     path.write_text(result.text, encoding="utf-8")
+    todo = "review it (its fixes are leads)" if llm else "fill in title, layer and fixes"
     typer.echo(
-        f"wrote {path}: fill in title, layer and fixes, move it to "
+        f"wrote {path}: {todo}, move it to "
         f"signatures/<layer>/{result.id}.yaml, run `triage kb lint`"
     )
 

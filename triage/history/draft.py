@@ -228,3 +228,18 @@ def render(
         out.append("    - 'TODO: a real line that must not fire'")
     out.append("tags: [draft]")
     return "\n".join(out) + "\n"
+
+
+def cluster_lines(
+    conn: sqlite3.Connection, cluster_id: int, limit: int = 2 * MAX_EXAMPLES
+) -> list[str]:
+    """The cluster's distinct unrecognized lines as recorded, oldest first (for `--llm` drafts)."""
+    rows = conn.execute(
+        "SELECT text FROM unknown_lines WHERE cluster = ? ORDER BY id", (cluster_id,)
+    )
+    return list(dict.fromkeys(t for (t,) in rows))[:limit]
+
+
+def provenance(conn: sqlite3.Connection, cluster_id: int) -> str:
+    """The `provenance.reproduction` text of a draft: the cluster's runs, hosts and inputs."""
+    return _provenance(cluster_detail(conn, cluster_id), conn, cluster_id)

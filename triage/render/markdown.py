@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from triage.models import Hypothesis, Report
 from triage.redact import redact
@@ -187,6 +188,8 @@ def _render(
         if len(report.unrecognized) > len(shown):
             parts.append(f"_{len(report.unrecognized) - len(shown)} more not shown._")
         parts.append("")
+    if report.llm:
+        parts.extend(_llm_block(report.llm))
     asks = needs_from_reporter(report, extra_asks)
     if asks:
         parts.append("### What would help next")
@@ -194,3 +197,24 @@ def _render(
         parts.append("")
     parts.append("<sub>Posted by triage. It reads logs, never runs anything from them.</sub>")
     return "\n".join(parts) + "\n"
+
+
+def _llm_block(llm: dict[str, Any]) -> list[str]:
+    """The LLM step's suggestion under its own heading, never as a hypothesis."""
+    sig = llm["signature"]
+    named = "no known signature" if sig == "none" else f"`{sig}` ({escape_md(llm['title'] or '')})"
+    out = [
+        f"### {escape_md(llm['label'][:1].upper() + llm['label'][1:])}",
+        f"{named} · confidence {escape_md(llm['confidence'])}",
+        "",
+    ]
+    cited = [
+        f"{_code_safe(c['input'])}:{c['line']}: {_code_safe(c['quote'])}" for c in llm["citations"]
+    ]
+    out.extend(fenced(cited))
+    out.append("")
+    out.append(escape_md(llm["rationale"]))
+    out.append("")
+    out.append(f"**Next step (unverified):** {escape_md(llm['next_step'])}")
+    out.append("")
+    return out

@@ -121,6 +121,7 @@ def render_text(
         )
     if not report.hypotheses and not report.unrecognized:
         con.print(("No known failure found.", "triage.ok"))
+        _llm_section(con, report)
         return buf.getvalue() if isinstance(buf, io.StringIO) else ""
     for hyp in report.hypotheses:
         con.print()
@@ -192,4 +193,27 @@ def render_text(
                 (f"  {neutralise(u.input)}:{u.line}{count}: ", "triage.dim"),
                 (neutralise(u.text[:300]), None),
             )
+    _llm_section(con, report)
     return buf.getvalue() if isinstance(buf, io.StringIO) else ""
+
+
+def _llm_section(con: _Writer, report: Report) -> None:
+    """The LLM step's suggestion, apart from the knowledge base's hypotheses and labelled so."""
+    llm = report.llm
+    if not llm:
+        return
+    con.print()
+    label = neutralise(llm["label"])
+    con.print((f"{label[:1].upper()}{label[1:]}:", "bold"))
+    sig = llm["signature"]
+    named = "no known signature" if sig == "none" else f"{sig} ({neutralise(llm['title'] or '')})"
+    cached = ", cached" if llm["cached"] else ""
+    con.print((f"   {named}; confidence {llm['confidence']}{cached}", "triage.warning"))
+    con.print(("   cited:", "triage.dim"))
+    for c in llm["citations"]:
+        con.print(
+            (f"     {neutralise(c['input'])}:{c['line']}: ", "triage.dim"),
+            (neutralise(c["quote"]), "triage.evidence"),
+        )
+    con.print((f"   why: {neutralise(llm['rationale'])}", None))
+    con.print((f"   next step: {neutralise(llm['next_step'])}", "triage.fix"))
