@@ -76,7 +76,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _run(engine: Engine, args: list[str], opts: argparse.Namespace, kb: KnowledgeBase) -> Report:
     """The triage, and with --llm the optional LLM step on its report (docs/llm.md)."""
-    if not getattr(opts, "llm", None) and not getattr(opts, "llm_model", None):
+    asked = getattr(opts, "llm", None) or getattr(opts, "llm_model", None)
+    if not asked or opts.quiet:  # -q prints nothing, so nothing is asked of a model either
         return engine.run(args)
     from triage.llm.options import run_with_step
 
