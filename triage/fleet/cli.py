@@ -130,7 +130,7 @@ def _check(
     signatures: Path | None,
     kb_path: Path | None,
 ) -> Verdict:
-    from triage.fleet.families import UnknownFamily, family
+    from triage.fleet.families import FAMILY_NAMES, UnknownFamily, family, family_of
     from triage.fleet.node import SEVERITY_ORDER, triage_windows, verdict
     from triage.fleet.window import WindowError, collect, parse_since
 
@@ -153,6 +153,10 @@ def _check(
         engine = Engine(load_current(signatures, kb_path), RunOptions(digest=False))
     except Exception as exc:
         return unknown(f"knowledge base: {type(exc).__name__}", limit)
+    # a knowledge base that loaded empty (a broken signature directory) would say OK forever
+    wanted = {fam.name} if fam else set(FAMILY_NAMES)
+    if not wanted & {family_of(s) for s in engine.kb.signatures}:
+        return unknown(f"knowledge base: no {fam.name if fam else 'node'} signatures", limit)
     report = triage_windows(engine, windows)
     return verdict(report, engine, fam, min_severity=severity, limit=limit)
 

@@ -54,8 +54,8 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "memory-ecc",
-        "GPUMemoryECCProblem",
-        "memory ECC: GPU (Xid 48/94, row remapping) and host (machine checks, EDAC)",
+        "MemoryECCProblem",
+        "GPU and host memory ECC (Xid 48/94, row remapping, machine checks)",
         (*_any("ecc", "row-remapping", "edac"), frozenset({"memory", "hardware"})),
         "boot",
     ),

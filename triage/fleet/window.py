@@ -168,7 +168,7 @@ def read_file_tail(path: Path, max_bytes: int) -> Window:
                 data = _from_line_start(fh.read(max_bytes), start > 0)
                 truncated = start > 0
     except (OSError, EOFError, ValueError) as exc:
-        raise WindowError(f"cannot read {name}: {_reason(exc)}") from None
+        raise WindowError(f"{_reason(exc)}: {name}") from None  # the reason first: NPD cuts the end
     return Window(name, data, truncated)
 
 
@@ -200,12 +200,12 @@ def read_journal(cmd: Sequence[str], max_bytes: int, timeout: float = JOURNAL_TI
         stderr = err.read(4096).decode("utf-8", "replace")
     if status < 0:
         raise WindowError(f"journalctl timed out after {timeout:g}s")
-    if status != 0:
-        first = stderr.strip().splitlines()[0] if stderr.strip() else f"exit status {status}"
-        raise WindowError(f"journalctl failed: {first[:120]}")
     for said, reason in _BLIND_JOURNAL.items():
         if said in stderr:
             raise WindowError(f"journalctl: {reason}")
+    if status != 0:
+        first = stderr.strip().splitlines()[0] if stderr.strip() else f"exit status {status}"
+        raise WindowError(f"journalctl failed: {first[:120]}")
     return Window(name, data, truncated)
 
 
