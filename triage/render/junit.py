@@ -26,6 +26,7 @@ from triage.redact import redact
 from triage.textutil import neutralise
 
 SUITE_NAME = "triage"
+STDIN_NAME = "<stdin>"
 EVIDENCE_LINES = 20
 # Characters XML 1.0 cannot hold even escaped (neutralise already shows C0 and C1 controls).
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
@@ -52,7 +53,7 @@ def _cases(report: Report, args: Sequence[str] | None) -> list[_Case]:
     claimed: set[str] = set()
     for arg in args or ():
         if arg == "-":
-            members = {n for n in names if n == "<stdin>"}
+            members = {n for n in names if n == STDIN_NAME}
         elif os.path.isdir(arg):
             prefix = str(Path(arg)) + os.sep
             members = {n for n in names if n.startswith(prefix)}
@@ -61,7 +62,8 @@ def _cases(report: Report, args: Sequence[str] | None) -> list[_Case]:
         members -= claimed
         if members:
             claimed |= members
-            cases.append(_Case(arg.rstrip(os.sep) or arg, members))
+            name = STDIN_NAME if arg == "-" else (arg.rstrip(os.sep) or arg)
+            cases.append(_Case(name, members))
     cases.extend(_Case(n, {n}) for n in names if n not in claimed)
     return cases
 
@@ -107,11 +109,10 @@ def render_junit(report: Report, args: Sequence[str] | None = None) -> str:
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", {"name": "triage.scanner", "value": report.engine or ""})
     for case in cases:
-        el = ET.SubElement(
-            suite,
-            "testcase",
-            {"name": _text(case.name), "classname": SUITE_NAME, "file": _text(case.name)},
-        )
+        attrs = {"name": _text(case.name), "classname": SUITE_NAME}
+        if case.name != STDIN_NAME:
+            attrs["file"] = attrs["name"]
+        el = ET.SubElement(suite, "testcase", attrs)
         for hyp in case.failures:
             fail = ET.SubElement(
                 el, "failure", {"message": _text(hyp.title), "type": hyp.signature}
