@@ -486,3 +486,38 @@ def test_formats_redact_secrets(fmt: str) -> None:
     report = _report(1, text=f"HF_TOKEN={token} CUDA out of memory")
     text = render_gha(report) if fmt == "gha" else render_junit(report, ["server.log"])
     assert token not in text
+
+
+def test_node_check_writes_its_window_metrics(tmp_path: Path) -> None:
+    target = tmp_path / "triage.prom"
+    log = CORPUS / "node" / "gpu-fallen-off-bus-multiline-no-xid.log"
+    proc = subprocess.run(
+        [sys.executable, "-m", "triage", "node-check", "--prom-textfile", str(target), str(log)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert (proc.returncode, proc.stdout) == (1, "gpu-fallen-off-the-bus: Xid 79 on 0000:b3:00.0\n")
+    fams = parse_prom(target.read_text())
+    assert [labels["signature"] for _, labels, _ in fams["triage_hypothesis:gauge"]] == [
+        "gpu-fallen-off-the-bus"
+    ]
+    assert fams["triage_input_bytes:counter"][0][2] == log.stat().st_size
+    # a directory that is not there: the check's verdict is unchanged, a note goes to stderr
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triage",
+            "node-check",
+            "--prom-textfile",
+            str(tmp_path / "no" / "x.prom"),
+            str(log),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 1 and "No such file or directory" in proc.stderr

@@ -177,13 +177,9 @@ def _side_effects(
 
         render_text(report, explain=False, color=False, stream=sys.stderr)
     if prom_textfile is not None:
-        from triage.fleet.promfile import write_textfile
-        from triage.render.prom import render_prom
+        from triage.fleet.promfile import report_textfile
 
-        try:
-            write_textfile(prom_textfile, render_prom(report))
-        except OSError as exc:
-            print(f"triage: note: {prom_textfile}: {exc.strerror or exc}", file=sys.stderr)
+        report_textfile(prom_textfile, report)
     if record and (result.status == 1 or report.unrecognized):
         try:
             _record_once(result, family, db)

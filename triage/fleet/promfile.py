@@ -46,6 +46,16 @@ def write_textfile(path: Path, text: str) -> None:
         raise
 
 
+def report_textfile(path: Path, report: Report) -> bool:
+    """Write a report's metrics to `path`; False (and one line on stderr) when it cannot."""
+    try:
+        write_textfile(path, render_prom(report))
+    except OSError as exc:
+        print(f"triage: {path}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    return True
+
+
 class FollowTextfile:
     """Keeps a textfile of the followed inputs' metrics current (see the module docstring)."""
 
@@ -114,7 +124,11 @@ def follow_textfile(
 ) -> int:
     """`triage --follow --prom-textfile PATH`: follow as usual, and keep PATH current."""
     textfile = FollowTextfile(path, interval)
-    textfile.start()
+    try:
+        textfile.start()
+    except OSError as exc:
+        print(f"triage: {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     try:
         return run_follow(args, engine, out, stop=stop, observe=textfile.observe)
     finally:
