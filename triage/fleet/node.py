@@ -105,5 +105,7 @@ def verdict(
 
 
 def unknown(reason: str, limit: int = DEFAULT_MAX_OUTPUT) -> Verdict:
-    """A check that could not look: NPD sets the condition to Unknown with this message."""
-    return Verdict(UNKNOWN, " ".join(f"Unknown: {reason}".split())[:limit])
+    """A check that could not look: NPD sets the condition to Unknown with this message. NPD
+    cuts bytes, not characters, so the cut here is in UTF-8 bytes (a path may be non-ASCII)."""
+    text = " ".join(f"Unknown: {reason}".split())
+    return Verdict(UNKNOWN, text.encode("utf-8")[:limit].decode("utf-8", "ignore"))
