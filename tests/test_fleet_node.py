@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -33,7 +34,14 @@ from triage.fleet.families import (
 )
 from triage.fleet.node import OK, triage_windows, verdict
 from triage.fleet.npd import npd_config
-from triage.fleet.window import drop_before, line_time, parse_since, read_file_tail
+from triage.fleet.window import (
+    WindowError,
+    drop_before,
+    line_time,
+    parse_since,
+    read_file_tail,
+    read_journal,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus"
@@ -545,3 +553,19 @@ def test_daemonset_runs_npd_with_the_config_and_a_read_only_journal() -> None:
     )
     kustomization = _k8s("kustomization.yaml")[0]
     assert set(kustomization["resources"]) == {"rbac.yaml", "configmap.yaml", "daemonset.yaml"}
+
+
+def test_journal_reader_times_out_and_never_blocks_on_stderr() -> None:
+    """The journal reader on real programs: one that hangs is killed after the timeout; one that
+    writes a megabyte to stderr (more than a pipe holds) does not deadlock it."""
+    with pytest.raises(WindowError, match=r"timed out after 0\.5s"):
+        read_journal(["sleep", "30"], 1024, timeout=0.5)
+    noisy = [
+        "sh",
+        "-c",
+        "head -c 1000000 /dev/zero | tr '\\0' e >&2; echo " + shlex.quote(XID79_LINE),
+    ]
+    window = read_journal(noisy, 1 << 20, timeout=30)
+    assert window.data == (XID79_LINE + "\n").encode()
+    with pytest.raises(WindowError, match="journalctl failed: exit status 3"):
+        read_journal(["sh", "-c", "exit 3"], 1024)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import gzip
 import re
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -179,25 +178,34 @@ def _reason(exc: BaseException) -> str:
 
 
 def read_journal(cmd: Sequence[str], max_bytes: int, timeout: float = JOURNAL_TIMEOUT) -> Window:
-    """Run journalctl and keep the tail of what it prints."""
+    """Run journalctl and keep the tail of what it prints. Nothing is written to disk (the
+    DaemonSet's root file system is read-only): stderr is drained by a thread, its head kept."""
     name = " ".join(a for a in cmd if a not in ("-o", "short-iso", "--no-pager"))
-    with tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=err)
-        except OSError as exc:
-            raise WindowError(f"cannot run journalctl: {_reason(exc)}") from None
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            assert proc.stdout is not None
-            data, truncated = tail_stream(proc.stdout, max_bytes)
-            status = proc.wait()
-        finally:
-            timer.cancel()
-            if proc.stdout is not None:
-                proc.stdout.close()
-        err.seek(0)
-        stderr = err.read(4096).decode("utf-8", "replace")
+    try:
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise WindowError(f"cannot run journalctl: {_reason(exc)}") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    err_head = bytearray()
+
+    def drain(stream: IO[bytes]) -> None:
+        while chunk := stream.read(65536):
+            if len(err_head) < 4096:
+                err_head.extend(chunk[: 4096 - len(err_head)])
+
+    drainer = threading.Thread(target=drain, args=(proc.stderr,), daemon=True)
+    drainer.start()
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        data, truncated = tail_stream(proc.stdout, max_bytes)
+        status = proc.wait()
+        drainer.join()
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+        proc.stderr.close()
+    stderr = err_head.decode("utf-8", "replace")
     if status < 0:
         raise WindowError(f"journalctl timed out after {timeout:g}s")
     for said, reason in _BLIND_JOURNAL.items():
