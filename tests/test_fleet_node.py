@@ -541,6 +541,10 @@ def test_daemonset_runs_npd_with_the_config_and_a_read_only_journal() -> None:
     for path in ("/var/log/journal", "/run/log/journal", "/etc/machine-id"):
         assert mounts[path]["readOnly"] is True
         assert volumes[mounts[path]["name"]]["hostPath"]["path"] == path
+    # the root file system is read-only; the caches go to a writable emptyDir
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert "emptyDir" in volumes[mounts[env["TRIAGE_CACHE_DIR"]]["name"]]
     # every host path is mounted read-only
     for mount in container["volumeMounts"]:
         if "hostPath" in volumes[mount["name"]]:
