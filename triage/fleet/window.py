@@ -4,8 +4,9 @@ and, when asked, in time.
 Sources are the kernel messages of the journal (`journalctl -k`, which reads the current boot
 only), the journal of named units (`journalctl -u UNIT`), or log files. Whatever the source, only
 its last `max_bytes` bytes are kept: a file is read from `size - max_bytes` on (a seek, so a 1 GB
-log costs what its tail costs), a pipe through a ring buffer of that size. A cut at the start of
-the window drops the partial line it leaves.
+log costs what its tail costs), a pipe through a ring buffer of that size, and journalctl is
+asked only for its last entries (`-n`, which it reads backwards from the end), so its own work is
+bounded too. A cut at the start of the window drops the partial line it leaves.
 
 The time window of the journal is journalctl's own `--since` (or `-b` for the current boot). A file
 has no such index, so a time window drops the lines before the first line stamped at or after the
@@ -34,6 +35,7 @@ DEFAULT_SINCE = "-10min"
 READ_CHUNK = 1 << 20
 JOURNAL_TIMEOUT = 20.0  # seconds journalctl may take before the check says Unknown
 STAMP_HEAD = 80  # a line's timestamp is within its first characters
+MIN_LINE_BYTES = 32  # a short kernel line in `-o short-iso`, stamp and host included
 
 # journalctl prints these on stderr, and exits 0, when it cannot see the journal it was asked for.
 _BLIND_JOURNAL = {
@@ -84,19 +86,34 @@ def journal_since_args(since: Since) -> list[str]:
     return [f"--since=-{int(since.seconds)}s"]
 
 
-def kernel_command(since: Since, directory: Path | None = None) -> list[str]:
-    return _journalctl(["-k", *journal_since_args(since)], directory)
+def journal_lines(max_bytes: int) -> int:
+    """How many entries journalctl is asked for (`-n`): enough to fill the byte window with
+    short kernel lines, so that journalctl, which reads `-n` backwards from the end, never formats
+    a whole chatty boot only for the tail to be kept."""
+    return max(1000, max_bytes // MIN_LINE_BYTES)
 
 
-def unit_command(units: Sequence[str], since: Since, directory: Path | None = None) -> list[str]:
+def kernel_command(
+    since: Since, directory: Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> list[str]:
+    return _journalctl(["-k", *journal_since_args(since)], directory, max_bytes)
+
+
+def unit_command(
+    units: Sequence[str],
+    since: Since,
+    directory: Path | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[str]:
     args = [a for u in units for a in ("-u", u)]
     if since.boot:
         args.append("-b")
-    return _journalctl([*args, *journal_since_args(since)], directory)
+    return _journalctl([*args, *journal_since_args(since)], directory, max_bytes)
 
 
-def _journalctl(args: list[str], directory: Path | None) -> list[str]:
+def _journalctl(args: list[str], directory: Path | None, max_bytes: int) -> list[str]:
     where = ["--directory", str(directory)] if directory else []
+    args = [*args, "-n", str(journal_lines(max_bytes))]
     # not --quiet: it would also silence "No journal files were found", which must be Unknown
     return ["journalctl", *where, *args, "-o", "short-iso", "--no-pager"]
 
@@ -180,7 +197,7 @@ def _reason(exc: BaseException) -> str:
 def read_journal(cmd: Sequence[str], max_bytes: int, timeout: float = JOURNAL_TIMEOUT) -> Window:
     """Run journalctl and keep the tail of what it prints. Nothing is written to disk (the
     DaemonSet's root file system is read-only): stderr is drained by a thread, its head kept."""
-    name = " ".join(a for a in cmd if a not in ("-o", "short-iso", "--no-pager"))
+    name = " ".join(cmd[: cmd.index("-n")] if "-n" in cmd else cmd)
     try:
         proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
@@ -324,7 +341,10 @@ def collect(
                 window.data = drop_before(window.data, limit, now)
             windows.append(window)
     else:
-        windows.append(read_journal(kernel_command(journal_since, journal_dir), max_bytes))
+        windows.append(
+            read_journal(kernel_command(journal_since, journal_dir, max_bytes), max_bytes)
+        )
     if units:
-        windows.append(read_journal(unit_command(units, journal_since, journal_dir), max_bytes))
+        command = unit_command(units, journal_since, journal_dir, max_bytes)
+        windows.append(read_journal(command, max_bytes))
     return windows
