@@ -37,6 +37,7 @@ from triage.fleet.npd import npd_config
 from triage.fleet.window import (
     WindowError,
     drop_before,
+    kernel_command,
     line_time,
     parse_since,
     read_file_tail,
@@ -573,3 +574,24 @@ def test_journal_reader_times_out_and_never_blocks_on_stderr() -> None:
     assert window.data == (XID79_LINE + "\n").encode()
     with pytest.raises(WindowError, match="journalctl failed: exit status 3"):
         read_journal(["sh", "-c", "exit 3"], 1024)
+
+
+@pytest.mark.skipif(
+    not JOURNAL_REMOTE.exists() or shutil.which("journalctl") is None,
+    reason="needs journalctl and systemd-journal-remote (apt-get install systemd-journal-remote)",
+)
+def test_real_journal_is_read_from_its_end_only(tmp_path: Path) -> None:
+    now = time.time()
+    kernel = {"_TRANSPORT": "kernel", "SYSLOG_IDENTIFIER": "kernel"}
+    entries = [{**kernel, "at": now - 300, "MESSAGE": XID79_LINE}]
+    entries += [{**kernel, "at": now - 200 + i / 100, "MESSAGE": HEALTHY_LINE} for i in range(1500)]
+    _journal(tmp_path / "journal", entries)
+    args = ["--journal-dir", str(tmp_path / "journal")]
+    assert_protocol(node_check(*args), 1)
+    # a 1 KiB window asks journalctl for its last 1000 entries (the Xid is the 1501st from the
+    # end); read here with a large byte window, so that only journalctl's -n can leave it out
+    command = kernel_command(parse_since("-10min"), tmp_path / "journal", 1024)
+    assert command[command.index("-n") + 1] == "1000"
+    window = read_journal(command, 1 << 20)
+    assert window.data.count(b"\n") == 1000 and b"Xid" not in window.data
+    assert_protocol(node_check(*args, "--max-bytes", "1K"), 0)
