@@ -588,10 +588,13 @@ def test_real_journal_is_read_from_its_end_only(tmp_path: Path) -> None:
     _journal(tmp_path / "journal", entries)
     args = ["--journal-dir", str(tmp_path / "journal")]
     assert_protocol(node_check(*args), 1)
-    # a 1 KiB window asks journalctl for its last 1000 entries (the Xid is the 1501st from the
-    # end); read here with a large byte window, so that only journalctl's -n can leave it out
-    command = kernel_command(parse_since("-10min"), tmp_path / "journal", 1024)
+    # a 1 KiB window of the boot asks journalctl for its last 1000 entries (the Xid is the
+    # 1501st from the end); read here with a large byte window: only -n can leave it out
+    command = kernel_command(parse_since("boot"), tmp_path / "journal", 1024)
     assert command[command.index("-n") + 1] == "1000"
     window = read_journal(command, 1 << 20)
     assert window.data.count(b"\n") == 1000 and b"Xid" not in window.data
-    assert_protocol(node_check(*args, "--max-bytes", "1K"), 0)
+    assert_protocol(node_check(*args, "--since", "boot", "--max-bytes", "1K"), 0)
+    assert_protocol(node_check(*args, "--since", "boot"), 1)
+    # with a time window no -n: journalctl would count it from the cutoff, the Xid first
+    assert "-n" not in kernel_command(parse_since("-10min"), tmp_path / "journal", 1024)

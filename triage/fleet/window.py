@@ -4,9 +4,9 @@ and, when asked, in time.
 Sources are the kernel messages of the journal (`journalctl -k`, which reads the current boot
 only), the journal of named units (`journalctl -u UNIT`), or log files. Whatever the source, only
 its last `max_bytes` bytes are kept: a file is read from `size - max_bytes` on (a seek, so a 1 GB
-log costs what its tail costs), a pipe through a ring buffer of that size, and journalctl is
-asked only for its last entries (`-n`, which it reads backwards from the end), so its own work is
-bounded too. A cut at the start of the window drops the partial line it leaves.
+log costs what its tail costs), a pipe through a ring buffer of that size; for a window of the
+whole boot, journalctl is asked only for its last entries (`-n`, read backwards from the end), so
+its own work is bounded too. A cut at the start of the window drops the partial line it leaves.
 
 The time window of the journal is journalctl's own `--since` (or `-b` for the current boot). A file
 has no such index, so a time window drops the lines before the first line stamped at or after the
@@ -96,7 +96,7 @@ def journal_lines(max_bytes: int) -> int:
 def kernel_command(
     since: Since, directory: Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> list[str]:
-    return _journalctl(["-k", *journal_since_args(since)], directory, max_bytes)
+    return _journalctl(["-k", *journal_since_args(since)], directory, since, max_bytes)
 
 
 def unit_command(
@@ -108,12 +108,15 @@ def unit_command(
     args = [a for u in units for a in ("-u", u)]
     if since.boot:
         args.append("-b")
-    return _journalctl([*args, *journal_since_args(since)], directory, max_bytes)
+    return _journalctl([*args, *journal_since_args(since)], directory, since, max_bytes)
 
 
-def _journalctl(args: list[str], directory: Path | None, max_bytes: int) -> list[str]:
+def _journalctl(args: list[str], directory: Path | None, since: Since, max_bytes: int) -> list[str]:
     where = ["--directory", str(directory)] if directory else []
-    args = [*args, "-n", str(journal_lines(max_bytes))]
+    if since.seconds is None:
+        # journalctl takes -n from the end only without --since: with it, it shows the first
+        # entries after the cutoff (systemd 252), the opposite of a recent window
+        args = [*args, "-n", str(journal_lines(max_bytes))]
     # not --quiet: it would also silence "No journal files were found", which must be Unknown
     return ["journalctl", *where, *args, "-o", "short-iso", "--no-pager"]
 
