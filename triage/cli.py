@@ -103,7 +103,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="INPUT",
         help="log files, run directories, .gz/.zst files, or '-' for stdin (default)",
     )
-    p.add_argument("-f", "--format", choices=FORMATS, default="text", help="output format")
+    p.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        default="text",
+        metavar="FORMAT",
+        help=f"output format: {', '.join(FORMATS)} (default text)",
+    )
     p.add_argument("--explain", action="store_true", help="show the terms of every score")
     p.add_argument(
         "--color",
