@@ -598,3 +598,102 @@ def test_real_journal_is_read_from_its_end_only(tmp_path: Path) -> None:
     assert_protocol(node_check(*args, "--since", "boot"), 1)
     # with a time window no -n: journalctl would count it from the cutoff, the Xid first
     assert "-n" not in kernel_command(parse_since("-10min"), tmp_path / "journal", 1024)
+
+
+# -- deploy/slurm --------------------------------------------------------------------------------
+
+SLURM = ROOT / "deploy" / "slurm"
+FLEET_DOC = (ROOT / "docs" / "fleet.md").read_text()
+
+
+def _exec_start() -> str:
+    unit = (SLURM / "triage-node-check.service").read_text()
+    return next(
+        line.split("=", 1)[1] for line in unit.splitlines() if line.startswith("ExecStart=")
+    )
+
+
+def test_timer_unit_runs_node_check_options_that_exist_as_the_docs_show() -> None:
+    command = _exec_start()
+    assert f"ExecStart={command}" in FLEET_DOC
+    assert command.split()[1] == "node-check"
+    help_text = subprocess.run(
+        [sys.executable, "-m", "triage", "node-check", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+        check=True,
+    ).stdout
+    for option in re.findall(r"(--[a-z][a-z-]+)", command):
+        assert option in help_text, option
+    health = (SLURM / "triage-health").read_text()
+    assert os.access(SLURM / "triage-health", os.X_OK)
+    script = [line.strip() for line in health.splitlines() if line and not line.startswith("#")]
+    shown = (
+        FLEET_DOC.split("(`deploy/slurm/triage-health`", 1)[1]
+        .split("```sh\n", 1)[1]
+        .split("```")[0]
+    )
+    assert [line.strip() for line in shown.splitlines()] == script[:4]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze")
+def test_timer_and_service_verify(tmp_path: Path) -> None:
+    triage_script = Path(sys.executable).with_name("triage")
+    if not triage_script.exists():
+        pytest.skip("no triage console script next to the interpreter")
+    for name in ("triage-node-check.service", "triage-node-check.timer"):
+        text = (SLURM / name).read_text().replace("/usr/local/bin/triage", str(triage_script))
+        (tmp_path / name).write_text(text)
+    proc = subprocess.run(
+        [
+            "systemd-analyze",
+            "verify",
+            str(tmp_path / "triage-node-check.timer"),
+            str(tmp_path / "triage-node-check.service"),
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr.decode()
+
+
+def test_health_check_program_drains_on_non_ok_only(tmp_path: Path) -> None:
+    """The HealthCheckProgram with triage reading a file instead of the journal, and a stand-in
+    for Slurm's scontrol (there is no Slurm here) that records how it was called."""
+    calls = tmp_path / "scontrol.calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {calls}\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    script = (SLURM / "triage-health").read_text()
+    for log, drained in (
+        (CORPUS / "node" / "gpu-fallen-off-bus-bumblebee-probe.log", True),
+        (HEALTHY_KERNEL_LOGS[0], False),
+        (tmp_path / "missing.log", False),
+    ):
+        calls.unlink(missing_ok=True)
+        local = script.replace(
+            "/usr/local/bin/triage node-check --since boot",
+            f"{sys.executable} -m triage node-check {log}",
+        )
+        (tmp_path / "health").write_text(local)
+        proc = subprocess.run(
+            ["sh", str(tmp_path / "health")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        )
+        assert proc.returncode == 0
+        assert calls.exists() == drained, log.name
+        if drained:
+            args = calls.read_text().splitlines()
+            assert args[:2] == ["update", f"nodename={os.uname().nodename.split('.')[0]}"]
+            assert args[2:] == [
+                "state=drain",
+                "reason=triage: gpu-fallen-off-the-bus: Xid 79 on 0000:01:00.0",
+            ]
