@@ -550,6 +550,14 @@ def test_daemonset_runs_npd_with_the_config_and_a_read_only_journal() -> None:
     for mount in container["volumeMounts"]:
         if "hostPath" in volumes[mount["name"]]:
             assert mount.get("readOnly") is True, mount
+    # the image: NPD's binary where the DaemonSet runs it, triage where the rules find it
+    recipe = (ROOT / "deploy" / "k8s" / "Containerfile").read_text()
+    assert f"COPY --from=npd {container['command'][0]} " in recipe
+    assert "FROM python:" in recipe  # pip puts the console script in /usr/local/bin there
+    assert {r["path"] for r in json.loads(configmap["data"][config_path.name])["rules"]} == {
+        "/usr/local/bin/triage"
+    }
+    assert "pip install --no-cache-dir /src" in recipe and "triage --version" in recipe
     rbac = _k8s("rbac.yaml")
     assert {d["kind"] for d in rbac} == {"ServiceAccount", "ClusterRoleBinding"}
     assert (
