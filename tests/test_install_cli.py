@@ -290,7 +290,10 @@ def test_bash_completion_offers_options_subcommands_and_values(tmp_path: Path) -
         return proc.stdout.decode().split()
 
     assert "--format" in complete("triage", "--for")
-    assert set(complete("triage", "--format", "")) == {"text", "json", "markdown", "jsonl"}
+    assert set(complete("triage", "--format", "")) == {
+        *("text", "json", "markdown", "jsonl"),
+        *("prom", "gha", "junit"),  # triage/render/prom.py, gha.py, junit.py (issue 21)
+    }
     assert {"kb", "comment", "history"} <= set(complete("triage", ""))
     assert {"lint", "eval", "search", "build"} <= set(complete("triage", "kb", ""))
     assert set(complete("triage", "--color", "")) == {"auto", "always", "never"}

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from triage.models import Report
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-FORMATS = ("text", "json", "markdown", "jsonl")
+FORMATS = ("text", "json", "markdown", "jsonl", "prom", "gha", "junit")
 COLOR_CHOICES = ("auto", "always", "never")
 
 # Subcommands: name -> module exposing `APPS: dict[str, typer.Typer]`, run with the remaining args.
@@ -46,6 +46,8 @@ PLUGIN_COMMANDS: dict[str, str] = {
     "bench": "triage.benchmarks.cli",
     "ask": "triage.llm.cli",
     "mcp": "triage.mcp.cli",
+    "node-check": "triage.fleet.cli",
+    "export": "triage.fleet.cli",
 }
 # `triage kb <name>` subcommands of triage.kb.cli, and those provided by `triage.kb.commands`.
 KB_SUBCOMMANDS = ("lint", "eval", "export-patterns", "docs", "build", "search", "show", "stats")
@@ -102,7 +104,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="INPUT",
         help="log files, run directories, .gz/.zst files, or '-' for stdin (default)",
     )
-    p.add_argument("-f", "--format", choices=FORMATS, default="text", help="output format")
+    p.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        default="text",
+        metavar="FORMAT",
+        help=f"output format: {', '.join(FORMATS)} (default text)",
+    )
     p.add_argument("--explain", action="store_true", help="show the terms of every score")
     p.add_argument(
         "--color",
@@ -132,6 +141,12 @@ def _parser() -> argparse.ArgumentParser:
         "--follow",
         action="store_true",
         help="follow the inputs like tail -F; one JSON line per new hypothesis",
+    )
+    p.add_argument(
+        "--prom-textfile",
+        type=Path,
+        metavar="PATH",
+        help="also write Prometheus metrics to PATH atomically (node_exporter textfile collector)",
     )
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes for large files")
     p.add_argument("--engine", choices=("hyperscan", "re2", "re"), help="scanner to use")
@@ -239,6 +254,10 @@ def triage_main(argv: list[str]) -> int:
     if opts.follow:
         from triage.follow import run_follow
 
+        if opts.prom_textfile:
+            from triage.fleet.promfile import follow_textfile
+
+            return follow_textfile(opts.prom_textfile, args, Engine(kb, options), sys.stdout)
         return run_follow(args, Engine(kb, options), sys.stdout)
     progress = None
     from triage import progress as progress_line
@@ -266,9 +285,14 @@ def triage_main(argv: list[str]) -> int:
             print("triage: empty input: nothing to triage", file=sys.stderr)
         return EXIT_USAGE
     if not opts.quiet:
-        _emit(report, opts.format, opts.explain, opts.color)
+        _emit(report, opts.format, opts.explain, opts.color, args)
     if not no_history:
         _record_history(report, opts.db, opts.run_id)
+    if opts.prom_textfile:
+        from triage.fleet.promfile import report_textfile
+
+        if not report_textfile(opts.prom_textfile, report):
+            return EXIT_USAGE
     return EXIT_FAILURE if report.failed else EXIT_OK
 
 
@@ -298,8 +322,14 @@ def _record_history(report: Report, db: Path | None, run_id: str | None) -> None
         print(f"triage: note: history not recorded: {exc}", file=sys.stderr)
 
 
-def _emit(report: Report, fmt: str, explain: bool, color: str) -> None:
-    if fmt in ("json", "jsonl"):
+def _emit(
+    report: Report, fmt: str, explain: bool, color: str, args: list[str] | None = None
+) -> None:
+    if fmt in ("prom", "gha", "junit"):  # CI and metrics formats: triage/render/<fmt>.py
+        import importlib
+
+        importlib.import_module(f"triage.render.{fmt}").write_report(report, sys.stdout, args)
+    elif fmt in ("json", "jsonl"):
         from triage.render.json import render_json
 
         text = render_json(report, explain=explain)

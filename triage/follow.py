@@ -32,7 +32,7 @@ from typing import Any, BinaryIO, TextIO, cast
 
 from triage.api import Engine
 from triage.match import Matcher
-from triage.models import Line
+from triage.models import Line, Report
 from triage.read import Segment, Source, iter_segments
 
 FOLLOW_CHUNK = 1 << 20  # bytes asked for per read; a read returns what is there
@@ -41,6 +41,9 @@ MAX_NOTES = 20  # reader notes kept per generation
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 Emit = Callable[[dict[str, Any]], None]
+# Called in the follower's thread after each segment, and with True when a generation ended
+# (e.g. to write a Prometheus textfile).
+Observe = Callable[["Follower", bool], None]
 
 
 class _FileTail:
@@ -196,23 +199,47 @@ class Follower:
     """Follows one input and reports each new hypothesis through `emit`."""
 
     def __init__(
-        self, engine: Engine, name: str, stream: _FileTail | _PipeTail, emit: Emit
+        self,
+        engine: Engine,
+        name: str,
+        stream: _FileTail | _PipeTail,
+        emit: Emit,
+        observe: Observe | None = None,
     ) -> None:
         self.engine = engine
         self.name = name
         self.stream = stream
         self.emit = emit
+        self.observe = observe
         self.failed = False
         self.generation: _Generation | None = None
+        self._bytes_before = 0  # bytes of the generations before the current one
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read since following began, over every generation."""
+        current = self.generation.source.bytes if self.generation else 0
+        return self._bytes_before + current
+
+    def snapshot(self) -> Report:
+        """The current generation's report; call it from `observe` (the follower's thread)."""
+        gen = self.generation or self._new_generation()
+        return self.engine.report(gen.matcher, [gen.source], {}, {})
 
     def _new_generation(self) -> _Generation:
         return _Generation(Source(name=self.name), self.engine.new_matcher(), set(), set())
 
     def run(self) -> None:
         while True:
+            if self.generation is not None:
+                self._bytes_before += self.generation.source.bytes
             self.generation = gen = self._new_generation()
             for segment in self._segments(gen):
                 self.feed(gen, segment)
+                if self.observe is not None:
+                    self.observe(self, False)
+            if self.observe is not None:
+                self.observe(self, True)
             why = self.stream.ended
             if why in ("rotated", "truncated"):
                 self.emit(
@@ -290,6 +317,7 @@ def run_follow(
     stop: threading.Event | None = None,
     *,
     stdin: BinaryIO | None = None,
+    observe: Observe | None = None,
 ) -> int:
     """Follow the inputs ('-' is stdin) until `stop` is set (or stdin ends); JSON lines to `out`.
 
@@ -312,7 +340,7 @@ def run_follow(
     for arg in args:
         if arg == "-":
             pipe = _PipeTail(stdin or sys.stdin.buffer, poll_interval, stop)
-            followers.append(Follower(engine, "<stdin>", pipe, emit))
+            followers.append(Follower(engine, "<stdin>", pipe, emit, observe))
             continue
         path = Path(arg)
         if path.is_dir():
@@ -325,7 +353,7 @@ def run_follow(
             )
             return EXIT_USAGE
         followers.append(
-            Follower(engine, arg, _FileTail(path, arg, poll_interval, stop, emit), emit)
+            Follower(engine, arg, _FileTail(path, arg, poll_interval, stop, emit), emit, observe)
         )
 
     errors: list[str] = []
