@@ -37,11 +37,18 @@ def kb_lint(
 def kb_eval(
     corpus: Annotated[Path, typer.Argument(help="Corpus directory")] = Path("corpus"),
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every miss")] = False,
+    tag: Annotated[
+        str | None, typer.Option("--tag", help="Only cases whose round: or tags: match (round-9)")
+    ] = None,
+    glob: Annotated[
+        str | None, typer.Option("--glob", help="Only cases whose path matches (engine/*nccl*)")
+    ] = None,
 ) -> None:
-    """Measure quality on a corpus: top-1 with the line, top-3, silence, false alarms."""
+    """Measure quality on a corpus: top-1 with the line, right layer, top-3, silence, false
+    alarms; of every case, or of the subset --tag / --glob select."""
     from triage.evaluate import evaluate, format_eval
 
-    result = evaluate(corpus)
+    result = evaluate(corpus, tag=tag, glob=glob)
     typer.echo(format_eval(result, verbose=verbose))
     raise typer.Exit(EXIT_OK)
 
