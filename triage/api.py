@@ -205,7 +205,11 @@ class Engine:
         facts = collect_facts(_launch_facts(fact_hits, sig_hits, launches, self.kb.by_id))
         scope = Scope(launches=launches)
         hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
-        loose = self._loose(hypotheses, sig_hits, salient_hits)
+        ready: dict[str, int] = {}
+        for hit in fact_hits:
+            if hit.signature == "ready":
+                ready.setdefault(hit.line.input, hit.line.number)
+        loose = self._loose(hypotheses, sig_hits, salient_hits, ready)
         failing = bool(loose) or any(h.severity == "error" for h in hypotheses)
         if failing and not any(h.severity == "error" and h.kind != "symptom" for h in hypotheses):
             # A failure and no decisive cause: the supporting lines of signatures that never
@@ -219,7 +223,7 @@ class Engine:
             scope.infer = True
             scope.failure_lines = {(u.line.input, u.line.number) for u in loose}
             hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
-            loose = self._loose(hypotheses, sig_hits, salient_hits)
+            loose = self._loose(hypotheses, sig_hits, salient_hits, ready)
         inputs = []
         skipped = []
         for src in sources:
@@ -260,7 +264,11 @@ class Engine:
 
 
     def _loose(
-        self, hypotheses: list[Hypothesis], sig_hits: list[Hit], salient_hits: list[Hit]
+        self,
+        hypotheses: list[Hypothesis],
+        sig_hits: list[Hit],
+        salient_hits: list[Hit],
+        ready: dict[str, int],
     ) -> list[UnexplainedLine]:
         """Salient lines that no hypothesis accounts for."""
         fired = {h.signature for h in hypotheses} | {
@@ -280,7 +288,9 @@ class Engine:
             if e.role == "decisive"
         }
         tracebacks = group_tracebacks(salient_hits)
-        return unexplained(salient_hits, explained_lines, tracebacks, failure_lines=failure_lines)
+        return unexplained(
+            salient_hits, explained_lines, tracebacks, failure_lines=failure_lines, ready=ready
+        )
 
 
 def _launch_facts(
