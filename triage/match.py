@@ -59,7 +59,8 @@ class PatternTable:
 CONTINUATIONS: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("AER", "PCIe Bus Error"),
-        r"error status/mask=[0-9a-fA-F]{8}|AER: +\[ ?[0-9]{1,2}\] [A-Za-z]"
+        r"error status/mask=[0-9a-fA-F]{8}"
+        r"|[0-9a-fA-F]{2}\.[0-9]:(?: AER:)? +\[ ?[0-9]{1,2}\] [A-Za-z]"
         r"|PCIe Bus Error: severity=",
     ),
     (
