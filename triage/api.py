@@ -238,7 +238,7 @@ class Engine:
                     bytes=src.bytes,
                     digest=digests.get(src.name) or None,
                     skipped=src.skipped,
-                    launches=[1, *launches[src.name]] if src.name in launches else [],
+                    launches=launches.get(src.name, []),
                 )
             )
             if src.skipped:

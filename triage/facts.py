@@ -245,9 +245,9 @@ def parse_timestamp(text: str | None) -> Stamp | None:
         return None, month, day, hh, mm, ss
     m = _TS_SYSLOG.search(text)
     if m and m.group(1) in _MONTHS:
-        year = int(m.group(6)) if m.group(6) else None
+        stated = int(m.group(6)) if m.group(6) else None
         day, hh, mm, ss = (int(x) for x in m.groups()[1:5])
-        return year, _MONTHS[m.group(1)], day, hh, mm, ss
+        return stated, _MONTHS[m.group(1)], day, hh, mm, ss
     return None
 
 

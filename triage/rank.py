@@ -220,6 +220,14 @@ def build_candidates(
                 inferred.append(cand)
             continue  # supporting evidence never fires alone
         decisive_at = {(h.line.input, h.line.number) for h in cand.decisive}
+        # a supporting pattern on a decisive line adds its captures to that line's hit
+        # (the Xid a cleanup names, the size an OOM tried to allocate)
+        on_line = {(h.line.input, h.line.number): h for h in cand.decisive}
+        for h in cand.supporting:
+            owner = on_line.get((h.line.input, h.line.number))
+            if owner is not None:
+                for key, value in h.captures.items():
+                    owner.captures.setdefault(key, value)
         launches = {scope.launch(h) for h in cand.decisive}
         inputs = {h.line.input for h in cand.decisive}
 
@@ -453,19 +461,41 @@ def escalate(
 
 
 def _xid_signature(xid: str, signatures: dict[str, Signature], exclude: str) -> Signature | None:
-    """The signature whose decisive patterns take an Xid line with this number."""
-    probe = f"NVRM: Xid (PCI:0000:00:00): {xid}, pid=1, name=x, Ch 00000001"
+    """The signature whose decisive patterns capture this Xid number in their `xid` group."""
     for sig in signatures.values():
         if sig.id == exclude or sig.status == "withdrawn":
             continue
         for pattern in sig.decisive:
-            if "Xid" not in pattern.regex:
+            group = _named_group(pattern.regex, "xid")
+            if group is None:
                 continue
             try:
-                if compile_linear(pattern.regex).search(probe):
+                if compile_linear(f"^(?:{group})$").search(xid):
                     return sig
-            except TimeoutError:
+            except (TimeoutError, ValueError):
                 continue
+    return None
+
+
+def _named_group(regex: str, name: str) -> str | None:
+    """The text of a named group of a regex, e.g. '14[4-9]|150' for (?P<xid>14[4-9]|150)."""
+    start = regex.find(f"(?P<{name}>")
+    if start < 0:
+        return None
+    i = start + len(name) + 5
+    depth, body = 1, i
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return regex[body:i]
+        i += 1
     return None
 
 
