@@ -504,13 +504,46 @@ def _repeats(cand: Candidate) -> int:
 
 
 _CONTEXT_LEVELS = ("INFO", "DEBUG")
+_TELLS: dict[str, tuple[str, ...]] = {}
+
+
+def _tell_patterns(sig: Signature) -> tuple[str, ...]:
+    """The supporting patterns of a signature that can be tells: those that match none of its own
+    near misses (`examples.no_match`). A supporting pattern that matches a near miss is context
+    its author wrote for a decisive line, never a reason to name the cause alone."""
+    cached = _TELLS.get(sig.id)
+    if cached is None:
+        tells = []
+        for pattern in sig.supporting:
+            try:
+                compiled = compile_linear(pattern.regex)
+                if not any(compiled.search(line) for line in sig.examples.no_match):
+                    tells.append(pattern.regex)
+            except (TimeoutError, ValueError):
+                continue
+        cached = _TELLS[sig.id] = tuple(tells)
+    return cached
+
+
+def _is_tell(sig: Signature, hit: Hit) -> bool:
+    if hit.line.level in _CONTEXT_LEVELS:
+        return False  # an INFO or DEBUG line is context (a version, an interface, a size)
+    text = hit.line.text or hit.line.raw
+    for regex in _tell_patterns(sig):
+        try:
+            if compile_linear(regex).search(text):
+                return True
+        except (TimeoutError, ValueError):
+            continue
+    return False
 
 
 def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
     """Which supporting-only candidates become hypotheses (basis inferred): a cause that lists a
     fired error symptom nothing decisive explains, with a supporting line in that symptom's launch;
     or, when no decisive error cause fired at all, a cause with a supporting line near a failure
-    line. Only lines above INFO level are tells. Everything else is dropped."""
+    line. Only tells count: lines above INFO level, matched by a supporting pattern that matches
+    none of the signature's own near misses. Everything else is dropped."""
     decided = [c for c in cands if c.basis == "decisive"]
     symptoms = [
         c
@@ -548,8 +581,7 @@ def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
                     for i, n in scope.failure_lines
                 )
             ]
-        # an INFO or DEBUG line is context (a version, an interface, a size), not a tell
-        keep = [h for h in keep if h.line.level not in _CONTEXT_LEVELS]
+        keep = [h for h in keep if _is_tell(cand.sig, h)]
         if keep:
             cand.supporting = keep
             admitted.append(cand)
