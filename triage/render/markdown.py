@@ -67,6 +67,8 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
         out.append(f"_{escape_md(seen[hyp.signature])}_")
     if hyp.applicability:
         out.append(f"> applicability: {escape_md(hyp.applicability)}")
+    if hyp.basis == "inferred":
+        out.append("> inferred: no decisive line; its supporting lines point here")
     out.append("")
     out.append(escape_md(hyp.summary.strip()))
     out.append("")
