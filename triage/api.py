@@ -205,10 +205,15 @@ class Engine:
         facts = collect_facts(_launch_facts(fact_hits, sig_hits, launches, self.kb.by_id))
         scope = Scope(launches=launches)
         hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
-        ready: dict[str, int] = {}
+        # per input, the span from a launch's start to each of its ready lines (a start-up's
+        # error records before one were recovered from)
+        ready: dict[str, list[tuple[int, int]]] = {}
         for hit in fact_hits:
             if hit.signature == "ready":
-                ready.setdefault(hit.line.input, hit.line.number)
+                starts = launches.get(hit.line.input, [])
+                launch = launch_index(starts, hit.line.number) if starts else 0
+                begin = starts[launch] if starts and hit.line.number >= starts[0] else 1
+                ready.setdefault(hit.line.input, []).append((begin, hit.line.number))
         loose = self._loose(hypotheses, sig_hits, salient_hits, ready)
         failing = bool(loose) or any(h.severity == "error" for h in hypotheses)
         if failing and not any(h.severity == "error" and h.kind != "symptom" for h in hypotheses):
@@ -268,7 +273,7 @@ class Engine:
         hypotheses: list[Hypothesis],
         sig_hits: list[Hit],
         salient_hits: list[Hit],
-        ready: dict[str, int],
+        ready: dict[str, list[tuple[int, int]]],
     ) -> list[UnexplainedLine]:
         """Salient lines that no hypothesis accounts for."""
         fired = {h.signature for h in hypotheses} | {

@@ -151,7 +151,7 @@ def unexplained(
     tracebacks: list[Traceback],
     limit: int = 20,
     failure_lines: set[tuple[str, int]] | None = None,
-    ready: dict[str, int] | None = None,
+    ready: dict[str, list[tuple[int, int]]] | None = None,
 ) -> list[UnexplainedLine]:
     """Salient lines no signature accounts for, folded by fingerprint.
 
@@ -161,8 +161,9 @@ def unexplained(
 
     An error-level logger record (class `logger`) counts only as the head of its block (not the
     frames of a traceback logged record by record), when no other class already took the line,
-    when it is not one request's error, and when the input did not go on to report ready after it
-    (`ready`: the first ready line per input; a start-up that recovered from it)."""
+    when it is not one request's error, and when its launch did not go on to report ready after it
+    (`ready`: per input, the spans from a launch's start to its ready line: a start-up that
+    recovered from it)."""
     first_failure: dict[str, int] = {}
     for input_name, number in failure_lines or ():
         if number < first_failure.get(input_name, 1 << 62):
@@ -197,7 +198,7 @@ def unexplained(
         if hit.signature == "traceback":
             continue
         if hit.signature == "logger" and _logger_noise(
-            line, classes_at, logger_at, all_spans, (ready or {}).get(line.input)
+            line, classes_at, logger_at, all_spans, (ready or {}).get(line.input, ())
         ):
             continue
         if hit.signature in _LEVELLED_CLASSES and line.level in ("INFO", "DEBUG"):
@@ -238,7 +239,7 @@ def _logger_noise(
     classes_at: dict[tuple[str, int], set[str]],
     logger_at: set[tuple[str, int]],
     spans: dict[str, list[tuple[int, int]]],
-    ready_at: int | None,
+    recovered: Iterable[tuple[int, int]],
 ) -> bool:
     """An error-level record that is not a failure line of its own (see `unexplained`)."""
     if classes_at[(line.input, line.number)] - {"logger"}:
@@ -250,7 +251,7 @@ def _logger_noise(
         return True
     if _REQUEST_LEVEL.search(line.text):
         return True
-    return ready_at is not None and line.number < ready_at
+    return any(start <= line.number < ready_at for start, ready_at in recovered)
 
 
 def _looks_raised(text: str) -> bool:
