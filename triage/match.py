@@ -160,6 +160,17 @@ class Matcher:
     def engine(self) -> str:
         return self.scanner.name
 
+    def reset(self) -> None:
+        """Forget everything one run found (hits, waiting candidates, decisions), keeping the
+        compiled scanner: a matcher serves one run at a time."""
+        self.result = MatchResult()
+        self._decided = set()
+        self._pending = {}
+        self.overflowed = set()
+        self._skipped = set()
+        self._skip_cache = ((0, -1), frozenset())
+        self._rescan = None
+
     @property
     def decided(self) -> set[str]:
         """Signatures with a confirmed decisive hit."""
