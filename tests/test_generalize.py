@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.helpers import run_text
-from triage.api import Engine
+from triage import api
+from triage.api import Engine, KnowledgeBase, RunOptions
+from triage.render.json import render_json
 
 CORPUS = ROOT / "corpus"
 EXAMPLE = ROOT / "examples" / "vllm-kv-cache-oom.log"
@@ -322,3 +326,18 @@ def test_near_miss_argument_error_without_launcher_stays_engine(
     report = run_text(engine, UNRECOGNIZED, tmp_path)
     assert "launcher" not in report.facts
     assert _by_id(report, "vllm-unrecognized-arguments").layer == "engine"
+
+
+def test_inferred_basis_is_the_same_with_jobs(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the tell waits in one worker's range; the parent confirms it as one process would
+    oom_kill = _lines(CORPUS / "node" / "host-oom-amazon-linux-python.log")[0]
+    healthy = (CORPUS / "healthy" / "vllm-0.10-qwen2-7b-a100-startup-wrapped.log").read_text()
+    path = tmp_path / "big.log"
+    path.write_text(healthy * 40 + oom_kill + "\n" + healthy * 40)
+    monkeypatch.setattr(api, "PARALLEL_MIN_BYTES", 0)
+    single = Engine(kb, RunOptions(digest=False)).run([str(path)])
+    several = Engine(kb, RunOptions(digest=False, jobs=2)).run([str(path)])
+    assert single.hypotheses[0].basis == "inferred"
+    assert render_json(several) == render_json(single)

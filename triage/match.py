@@ -207,9 +207,18 @@ class Matcher:
         return {owner: list(queue) for owner, queue in self._pending.items()}
 
     def confirm_waiting(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
-        """Candidates that waited in another worker: confirm those whose signature fired."""
+        """Candidates that waited in another worker: confirm those whose signature fired; the
+        others keep waiting here, as they would in one process (`confirm_undecided`)."""
         refs = self.table.refs
-        self._confirm_waited(e for e in entries if refs[e[3][0]].owner in self._decided)
+        decided = []
+        for entry in entries:
+            owner = refs[entry[3][0]].owner
+            if owner in self._decided:
+                decided.append(entry)
+            else:
+                queue = self._pending.setdefault(owner, deque(maxlen=PENDING_PER_SIGNATURE))
+                queue.append(entry)
+        self._confirm_waited(decided)
 
     def confirm_undecided(self) -> list[Hit]:
         """Confirm the supporting candidates still waiting for a decisive hit that never came, and

@@ -674,9 +674,14 @@ def rank(
                 min(0.12, 0.04 * len(cand.explains)),
                 "explains " + ", ".join(c.sig.id for c in cand.explains),
             )
-    # inferred hypotheses rank below every decisive cause (they may still lead a symptom)
+    # inferred hypotheses rank below every decisive cause of warning or error severity (they may
+    # still lead a symptom, or an info note)
     floor = min(
-        (c.score for c in cands if c.basis == "decisive" and c.sig.kind != "symptom"),
+        (
+            c.score
+            for c in cands
+            if c.basis == "decisive" and c.sig.kind != "symptom" and c.severity != "info"
+        ),
         default=INFERRED_CAP + 0.01,
     )
     cap = min(INFERRED_CAP, floor - 0.01)
