@@ -70,6 +70,10 @@ CONTINUATIONS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (("NCCL", "nccl"), r"NCCL WARN "),
 )
+# A served request, as an access log (uvicorn) or an HTTP client log (httpx) prints it: a
+# signature whose decisive patterns are HTTP status lines gets it as a waiting pattern (role
+# served), so that rank can tell "some requests rejected" from "every request rejected".
+SERVED = r'HTTP/1\.[01]"? 200\b'
 
 
 def build_table(
@@ -95,6 +99,8 @@ def build_table(
         for n, (producers, regex) in enumerate(CONTINUATIONS):
             if any(word in p.regex for p in sig.decisive for word in producers):
                 table.refs.append(PatternRef("sig", sig.id, "continuation", 1000 + n, regex))
+        if any("HTTP/1" in p.regex for p in sig.decisive):
+            table.refs.append(PatternRef("sig", sig.id, "served", 2000, SERVED))
     for name, regex in facts:
         table.refs.append(PatternRef("fact", name, "fact", 0, regex))
     for name, regex in salient:
@@ -130,7 +136,10 @@ class Matcher:
         self.table = table
         self._engine_name = engine
         self._eager = [
-            not (r.kind == "diff" or (r.kind == "sig" and r.role in ("supporting", "continuation")))
+            not (
+                r.kind == "diff"
+                or (r.kind == "sig" and r.role in ("supporting", "continuation", "served"))
+            )
             for r in table.refs
         ]
         self.scanner, self._users = self._scanner_for(range(len(table.refs)))
