@@ -13,6 +13,7 @@ from tests.conftest import ROOT
 from tests.helpers import run_text
 from triage import api
 from triage.api import Engine, KnowledgeBase, RunOptions
+from triage.models import Hypothesis, Report
 from triage.render.json import render_json
 
 CORPUS = ROOT / "corpus"
@@ -23,7 +24,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def _by_id(report, sig):  # type: ignore[no-untyped-def]
+def _by_id(report: Report, sig: str) -> Hypothesis:
     return next(h for h in report.hypotheses if h.signature == sig)
 
 
