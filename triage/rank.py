@@ -769,8 +769,9 @@ def _evidence(cand: Candidate) -> list[EvidenceOut]:
     evidence, then the lines of the symptoms this cause explains."""
     evidence: list[Evidence] = fold_evidence(cand.decisive) + fold_evidence(cand.continuation)
     evidence += fold_evidence(cand.supporting)
-    for hits in cand.diff_evidence.values():  # branches in order of their first line
-        evidence += fold_evidence(hits)
+    for branch, hits in cand.diff_evidence.items():  # branches in order of their first line
+        if not cand.against.get(branch):  # a ruled-out branch's lines are not evidence
+            evidence += fold_evidence(hits)
     shown = {(e.line.input, e.line.number) for e in evidence}
     for sym in cand.explains:
         for e in fold_evidence(sym.decisive):

@@ -119,8 +119,8 @@ def needs_from_reporter(report: Report, extra: Sequence[str] = ()) -> list[str]:
     sections: list[str] = []
     for hyp in report.hypotheses[:3]:
         for d in hyp.differential:
-            if d.favoured:
-                continue  # the log already speaks for this branch
+            if d.favoured or d.ruled_out:
+                continue  # the log already speaks for (or against) this branch
             if d.ask and d.ask not in asks:
                 asks.append(d.ask)
             if d.probe and d.probe not in sections:

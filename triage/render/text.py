@@ -150,7 +150,11 @@ def render_text(
             con.print(("   verify:", "triage.dim"))
             for v in hyp.verify:
                 con.print((f"     - {v}", None))
-        open_checks = [d for d in hyp.differential if not d.favoured and (d.ask or d.probe)]
+        open_checks = [
+            d
+            for d in hyp.differential
+            if not d.favoured and not d.ruled_out and (d.ask or d.probe)
+        ]
         if open_checks and hyp.rank <= 3:
             con.print(("   to tell the causes apart:", "triage.dim"))
             for d in open_checks:
