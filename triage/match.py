@@ -234,7 +234,15 @@ class Matcher:
         return the new hits. Only a failing report asks for them (the `inferred` basis: supporting
         tells beside a failure), so a healthy log never pays for this."""
         before = len(self.result.hits)
-        entries = [e for owner, queue in self._pending.items() for e in queue]
+        refs = self.table.refs
+        entries = []
+        for queue in self._pending.values():
+            for input_name, number, raw, pids in queue:
+                # only supporting lines can be tells; branch evidence, continuation and served
+                # lines mean something only beside a decisive line
+                kept = [p for p in pids if refs[p].kind == "sig" and refs[p].role == "supporting"]
+                if kept:
+                    entries.append((input_name, number, raw, kept))
         self._pending.clear()
         self._confirm_waited(entries)
         return self.result.hits[before:]
