@@ -361,3 +361,14 @@ def test_inferred_basis_is_the_same_with_jobs(
     several = Engine(kb, RunOptions(digest=False, jobs=2)).run([str(path)])
     assert single.hypotheses[0].basis == "inferred"
     assert render_json(several) == render_json(single)
+
+
+def test_nvrm_notice_spread_over_lines_joins_the_evidence(engine: Engine) -> None:
+    # the driver's three-line "fallen off the bus" notice: its middle line is part of the block;
+    # the module-loading line two lines later is not (a near miss inside the same window)
+    log = CORPUS / "node" / "gpu-fallen-off-bus-multiline-no-xid.log"
+    top = engine.run([str(log)]).hypotheses[0]
+    roles = {e.line: e.role for e in top.evidence}
+    assert top.signature == "gpu-fallen-off-the-bus"
+    assert roles[3] == "decisive" and roles[2] == "continuation"
+    assert 5 not in roles

@@ -66,7 +66,8 @@ CONTINUATIONS: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("NVRM",),
         r"NVRM: (?:GPU at PCI|GPU Board Serial|A GPU crash dump|GPU [0-9a-fA-F]{4}:"
-        r"|Reconstructed|_kgsp|krc|RmInit)",
+        r"|The NVIDIA GPU [0-9a-fA-F]{4}:|\(PCI ID: [0-9a-fA-F]{4}:|Reconstructed|_kgsp|krc"
+        r"|RmInit)",
     ),
     (("NCCL", "nccl"), r"NCCL WARN "),
 )

@@ -253,7 +253,12 @@ def build_candidates(
             cand.diff_evidence[branch] = [h for h in cand.diff_evidence[branch] if same_launch(h)]
         for branch in list(cand.against):
             cand.against[branch] = [h for h in cand.against[branch] if same_launch(h)]
-        cand.continuation = _continuation(cand, decisive_at)
+        supporting_at = {(h.line.input, h.line.number) for h in cand.supporting}
+        cand.continuation = [
+            h
+            for h in _continuation(cand, decisive_at)
+            if (h.line.input, h.line.number) not in supporting_at  # listed once, as supporting
+        ]
         cand.served = [h for h in cand.served if same_launch(h)]
         if cand.sig.window:
             decisive_lines = [(h.line.input, h.line.number) for h in cand.decisive]
@@ -272,18 +277,26 @@ def build_candidates(
 
 
 def _continuation(cand: Candidate, decisive_at: set[tuple[str, int]]) -> list[Hit]:
-    """Continuation lines of the decisive lines' blocks: each follows a decisive line or another
-    continuation line by at most CONTINUATION_LINES."""
+    """Continuation lines of the decisive lines' blocks: each lies within CONTINUATION_LINES of a
+    decisive line or of another line of the block, before or after it (the NVRM notice spreads
+    one message over three lines; the AER status lines follow their header)."""
+    pending = sorted(
+        (h for h in cand.continuation if (h.line.input, h.line.number) not in decisive_at),
+        key=lambda h: (h.line.input, h.line.number),
+    )
+    reach = set(decisive_at)
     taken: list[Hit] = []
-    reach = {(i, n) for i, n in decisive_at}
-    for hit in sorted(cand.continuation, key=lambda h: (h.line.input, h.line.number)):
-        key = (hit.line.input, hit.line.number)
-        if key in decisive_at:
-            continue
-        if any(i == key[0] and 0 < key[1] - n <= CONTINUATION_LINES for i, n in reach):
-            taken.append(hit)
-            reach.add(key)
-    return taken
+    grew = True
+    while grew and pending:
+        grew = False
+        for hit in list(pending):
+            key = (hit.line.input, hit.line.number)
+            if any(i == key[0] and abs(key[1] - n) <= CONTINUATION_LINES for i, n in reach):
+                taken.append(hit)
+                reach.add(key)
+                pending.remove(hit)
+                grew = True
+    return sorted(taken, key=lambda h: (h.line.input, h.line.number))
 
 
 def _branch_of(sig: Signature, hit: Hit) -> str:
