@@ -71,10 +71,6 @@ CONTINUATIONS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (("NCCL", "nccl"), r"NCCL WARN "),
 )
-# A served request, as an access log (uvicorn) or an HTTP client log (httpx) prints it: a
-# signature whose decisive patterns are HTTP status lines gets it as a waiting pattern (role
-# served), so that rank can tell "some requests rejected" from "every request rejected".
-SERVED = r'HTTP/1\.[01]"? 200\b'
 
 
 def build_table(
@@ -100,8 +96,6 @@ def build_table(
         for n, (producers, regex) in enumerate(CONTINUATIONS):
             if any(word in p.regex for p in sig.decisive for word in producers):
                 table.refs.append(PatternRef("sig", sig.id, "continuation", 1000 + n, regex))
-        if any("HTTP/1" in p.regex for p in sig.decisive):
-            table.refs.append(PatternRef("sig", sig.id, "served", 2000, SERVED))
     for name, regex in facts:
         table.refs.append(PatternRef("fact", name, "fact", 0, regex))
     for name, regex in salient:
@@ -137,10 +131,7 @@ class Matcher:
         self.table = table
         self._engine_name = engine
         self._eager = [
-            not (
-                r.kind == "diff"
-                or (r.kind == "sig" and r.role in ("supporting", "continuation", "served"))
-            )
+            not (r.kind == "diff" or (r.kind == "sig" and r.role in ("supporting", "continuation")))
             for r in table.refs
         ]
         self.scanner, self._users = self._scanner_for(range(len(table.refs)))
@@ -239,8 +230,8 @@ class Matcher:
         entries = []
         for queue in self._pending.values():
             for input_name, number, raw, pids in queue:
-                # only supporting lines can be tells; branch evidence, continuation and served
-                # lines mean something only beside a decisive line
+                # only supporting lines can be tells; branch evidence and continuation lines
+                # mean something only beside a decisive line
                 kept = [p for p in pids if refs[p].kind == "sig" and refs[p].role == "supporting"]
                 if kept:
                     entries.append((input_name, number, raw, kept))

@@ -52,9 +52,6 @@ TIME_WINDOW_SECONDS = 600
 # A hang or stall symptom (tag `hang`) repeated this many times with nothing explaining it is a
 # failure in its own right.
 HANG_REPEATS = 5
-# Every request of a launch rejected (at least this many HTTP status lines, none served) is a
-# failure, whatever the signature's severity.
-ALL_REQUESTS_FAILED_MIN = 5
 # Continuation lines of a multi-line block (AER, NVRM, NCCL WARN) join the evidence when they lie
 # this close after a decisive line.
 CONTINUATION_LINES = 8
@@ -127,7 +124,6 @@ class Candidate:
     diff_evidence: dict[str, list[Hit]] = field(default_factory=lambda: defaultdict(list))
     against: dict[str, list[Hit]] = field(default_factory=lambda: defaultdict(list))
     continuation: list[Hit] = field(default_factory=list)
-    served: list[Hit] = field(default_factory=list)  # requests served beside the rejected ones
     score: float = 0.0
     terms: list[str] = field(default_factory=list)
     explained_by: str | None = None
@@ -208,8 +204,6 @@ def build_candidates(
             cand.supporting.append(hit)
         elif hit.role == "continuation":
             cand.continuation.append(hit)
-        elif hit.role == "served":
-            cand.served.append(hit)
         elif hit.role == "against":
             cand.against[_branch_of(sig, hit)].append(hit)
         else:
@@ -223,7 +217,6 @@ def build_candidates(
                 cand.diff_evidence.clear()  # a branch is chosen on a decisive line's launch only
                 cand.against.clear()
                 cand.continuation = []
-                cand.served = []
                 inferred.append(cand)
             continue  # supporting evidence never fires alone
         decisive_at = {(h.line.input, h.line.number) for h in cand.decisive}
@@ -259,7 +252,6 @@ def build_candidates(
             for h in _continuation(cand, decisive_at)
             if (h.line.input, h.line.number) not in supporting_at  # listed once, as supporting
         ]
-        cand.served = [h for h in cand.served if same_launch(h)]
         if cand.sig.window:
             decisive_lines = [(h.line.input, h.line.number) for h in cand.decisive]
             cand.supporting = [
@@ -452,16 +444,6 @@ def escalate(
         if cand.sig.id in _ESCALATES_WITH_GPU_LOST and lost:
             cand.severity = "error"
             cand.terms.append("escalated: the GPU is lost in the same log")
-        http = [h for h in cand.decisive if "HTTP/1" in (h.line.text or h.line.raw)]
-        rejected = sum(e.count for e in fold_evidence(http))
-        if (
-            http
-            and len(http) == len(cand.decisive)
-            and rejected >= ALL_REQUESTS_FAILED_MIN
-            and not cand.served
-        ):
-            cand.severity = "error"
-            cand.terms.append(f"escalated: every request failed ({rejected} rejected, none served)")
     for cand in list(cands):
         for hit in cand.decisive + cand.supporting:
             previous = hit.captures.get("previous_xid")
