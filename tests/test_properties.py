@@ -150,7 +150,7 @@ class _Harness:
         self.matcher: Matcher = engine.new_matcher()
 
     def scan(self, source: Source, segments: list[Segment]) -> tuple[MatchResult, Report]:
-        self.matcher.result = MatchResult()
+        self.matcher.reset()  # one run at a time (waiting candidates are per run)
         for seg in segments:
             self.matcher.feed(seg)
         report = self.engine.report(self.matcher, [source], {}, {})

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from triage.events import SALIENT_PATTERNS, group_tracebacks, unexplained
-from triage.facts import FACT_PATTERNS, STATS_PATTERN, collect_facts
+from triage.events import SALIENT_PATTERNS, UnexplainedLine, group_tracebacks, unexplained
+from triage.facts import FACT_PATTERNS, STATS_PATTERN, collect_facts, launch_index, launch_starts
 from triage.frame import detect_format, frame_line
 from triage.kb.records import Signature
 from triage.match import Matcher, build_table
-from triage.models import Hit, InputInfo, Line, Report, Unrecognized
-from triage.rank import rank
+from triage.models import Hit, Hypothesis, InputInfo, Line, Report, Unrecognized
+from triage.rank import Scope, rank
 from triage.read import (
     CHUNK_SIZE,
     MAX_DECOMPRESSED,
@@ -212,25 +212,34 @@ class Engine:
                 fact_hits.append(hit)
             else:
                 salient_hits.append(hit)
-        facts = collect_facts(fact_hits)
-        hypotheses = rank(self.kb.by_id, sig_hits, facts)
-        fired = {h.signature for h in hypotheses} | {
-            e.signature for h in hypotheses for e in h.explains
-        }
-        explained_lines = {
-            (h.line.input, h.line.number)
-            for h in sig_hits
-            if h.signature in fired and h.role in ("decisive", "supporting")
-        }
-        failure_lines = {
-            (e.input, e.line)
-            for h in hypotheses
-            if h.severity == "error"
-            for e in h.evidence
-            if e.role == "decisive"
-        }
-        tracebacks = group_tracebacks(salient_hits)
-        loose = unexplained(salient_hits, explained_lines, tracebacks, failure_lines=failure_lines)
+        launches = launch_starts(fact_hits)
+        facts = collect_facts(_launch_facts(fact_hits, sig_hits, launches, self.kb.by_id))
+        scope = Scope(launches=launches)
+        hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
+        # per input, the span from a launch's start to each of its ready lines (a start-up's
+        # error records before one were recovered from)
+        ready: dict[str, list[tuple[int, int]]] = {}
+        for hit in fact_hits:
+            if hit.signature == "ready":
+                starts = launches.get(hit.line.input, [])
+                launch = launch_index(starts, hit.line.number) if starts else 0
+                begin = starts[launch] if starts and hit.line.number >= starts[0] else 1
+                ready.setdefault(hit.line.input, []).append((begin, hit.line.number))
+        loose = self._loose(hypotheses, sig_hits, salient_hits, ready)
+        failing = bool(loose) or any(h.severity == "error" for h in hypotheses)
+        if failing and not any(h.severity == "error" and h.kind != "symptom" for h in hypotheses):
+            # A failure and no decisive cause: the supporting lines of signatures that never
+            # fired may say which cause it is (basis "inferred"). A healthy log never gets here.
+            extra = matcher.confirm_undecided()
+            if extra:
+                sig_hits = sorted(
+                    sig_hits + extra,
+                    key=lambda h: (position.get(h.line.input, -1), h.line.number, h.pattern_index),
+                )
+            scope.infer = True
+            scope.failure_lines = {(u.line.input, u.line.number) for u in loose}
+            hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
+            loose = self._loose(hypotheses, sig_hits, salient_hits, ready)
         inputs = []
         skipped = []
         for src in sources:
@@ -245,6 +254,7 @@ class Engine:
                     bytes=src.bytes,
                     digest=digests.get(src.name) or None,
                     skipped=src.skipped,
+                    launches=launches.get(src.name, []),
                 )
             )
             if src.skipped:
@@ -267,6 +277,70 @@ class Engine:
             skipped=skipped,
             engine=matcher.engine,
         )
+
+
+    def _loose(
+        self,
+        hypotheses: list[Hypothesis],
+        sig_hits: list[Hit],
+        salient_hits: list[Hit],
+        ready: dict[str, list[tuple[int, int]]],
+    ) -> list[UnexplainedLine]:
+        """Salient lines that no hypothesis accounts for."""
+        fired = {h.signature for h in hypotheses} | {
+            e.signature for h in hypotheses for e in h.explains
+        }
+        explained_lines = {
+            (h.line.input, h.line.number)
+            for h in sig_hits
+            if h.signature in fired and h.role in ("decisive", "supporting", "continuation")
+        }
+        explained_lines |= {(e.input, e.line) for h in hypotheses for e in h.evidence}
+        failure_lines = {
+            (e.input, e.line)
+            for h in hypotheses
+            if h.severity == "error"
+            for e in h.evidence
+            if e.role == "decisive"
+        }
+        tracebacks = group_tracebacks(salient_hits)
+        return unexplained(
+            salient_hits, explained_lines, tracebacks, failure_lines=failure_lines, ready=ready
+        )
+
+
+def _launch_facts(
+    fact_hits: list[Hit],
+    sig_hits: list[Hit],
+    launches: dict[str, list[int]],
+    signatures: dict[str, Signature],
+) -> list[Hit]:
+    """The fact hits of the launch that holds the failure: in an input with several launches, the
+    launch of the first decisive line of an error-severity cause (else of any decisive line, else
+    the last launch); other inputs keep all their facts."""
+    if not launches:
+        return fact_hits
+
+    def rank_of(hit: Hit) -> int:
+        sig = signatures.get(hit.signature)
+        if sig is None:
+            return 3
+        return 0 if sig.severity == "error" and sig.kind == "cause" else 1
+
+    decisive = [h for h in sig_hits if h.role == "decisive" and h.line.input in launches]
+    focus: dict[str, int] = {}
+    for hit in sorted(decisive, key=rank_of):  # stable: input order among equals
+        focus.setdefault(hit.line.input, launch_index(launches[hit.line.input], hit.line.number))
+    kept = []
+    for hit in fact_hits:
+        starts = launches.get(hit.line.input)
+        if starts is None:
+            kept.append(hit)
+            continue
+        wanted = focus.get(hit.line.input, len(starts))
+        if launch_index(starts, hit.line.number) == wanted:
+            kept.append(hit)
+    return kept
 
 
 PARALLEL_MIN_BYTES = 32 << 20

@@ -1,12 +1,15 @@
 """Measure the knowledge base on a corpus: per layer and overall, how often the expected signature
-ranks first with evidence on the expected line, how often it is in the top 3, how often a failing
-log got no answer at all, and false alarms on healthy logs.
+ranks first with evidence on the expected line, how often the first hypothesis names the expected
+layer (the case's directory), how often it is in the top 3, how often a failing log got no answer
+at all, and false alarms on healthy logs. A subset (an audit round's cases, by `round:` / `tags:`
+in the expected.yaml or by a path glob) can be measured alone, so a round's figure is reproducible.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ class CaseResult:
     silent: bool
     false_alarm: bool
     note: str = ""
+    layer_ok: bool = False  # the first hypothesis names the expected layer
 
 
 @dataclass
@@ -57,6 +61,36 @@ def corpus_cases(root: Path) -> list[tuple[Path, Path, dict[str, Any]]]:
     return out
 
 
+def case_tags(data: dict[str, Any]) -> set[str]:
+    """A case's selectors: `round: 9` gives 'round-9' (and '9'), each of `tags:` itself."""
+    out: set[str] = set()
+    rnd = data.get("round")
+    if rnd is not None:
+        text = str(rnd)
+        out |= {text, text if text.startswith("round-") else f"round-{text}"}
+    tags = data.get("tags") or []
+    if isinstance(tags, str):
+        tags = [tags]
+    out |= {str(t) for t in tags}
+    return out
+
+
+def selected(
+    log: Path, root: Path, data: dict[str, Any], tag: str | None, glob: str | None
+) -> bool:
+    """Whether a case belongs to the subset: every given selector must hold."""
+    if tag is not None and tag not in case_tags(data):
+        return False
+    if glob is not None:
+        try:
+            rel = str(log.relative_to(root))
+        except ValueError:
+            rel = str(log)
+        if not (fnmatch(rel, glob) or fnmatch(str(log), glob)):
+            return False
+    return True
+
+
 def judge(
     report: Report, expect: dict[str, Any], aliases: dict[str, str]
 ) -> tuple[bool, bool, bool, bool]:
@@ -82,13 +116,22 @@ def judge(
     return top1, in_top3, silent, False
 
 
-def evaluate(root: Path, kb: KnowledgeBase | None = None) -> EvalResult:
+def evaluate(
+    root: Path,
+    kb: KnowledgeBase | None = None,
+    *,
+    tag: str | None = None,
+    glob: str | None = None,
+) -> EvalResult:
+    """Run every case (or the subset `tag` / `glob` selects). The expected layer of a failing case
+    is its directory (`corpus/<layer>/`)."""
     kb = kb or load_kb()
     engine = Engine(kb)
     aliases = {a: s.id for s in kb.signatures for a in s.aliases}
-    layers = {s.id: s.layer for s in kb.signatures}
     result = EvalResult()
     for log, _exp, data in corpus_cases(root):
+        if not selected(log, root, data, tag, glob):
+            continue
         expect = data.get("expect") or {}
         expected = expect.get("top")
         try:
@@ -113,7 +156,8 @@ def evaluate(root: Path, kb: KnowledgeBase | None = None) -> EvalResult:
         top1, top3, silent, false_alarm = judge(report, expect, aliases)
         top = report.hypotheses[0].signature if report.hypotheses else None
         top_lines = [e.line for e in report.hypotheses[0].evidence] if report.hypotheses else []
-        layer = layers.get(expected, log.parent.name) if expected else "healthy"
+        layer = log.parent.name if expected else "healthy"
+        layer_ok = bool(report.hypotheses) and report.hypotheses[0].layer == layer
         result.cases.append(
             CaseResult(
                 str(log),
@@ -126,6 +170,7 @@ def evaluate(root: Path, kb: KnowledgeBase | None = None) -> EvalResult:
                 top1,
                 silent,
                 false_alarm,
+                layer_ok=layer_ok,
             )
         )
     return result
@@ -140,7 +185,10 @@ def format_eval(result: EvalResult, verbose: bool = False) -> str:
     by_layer: dict[str, list[CaseResult]] = defaultdict(list)
     for c in result.failing():
         by_layer[c.layer].append(c)
-    header = f"{'layer':<10} {'cases':>5}  {'top-1 + line':>18}  {'top-3':>18}  {'silent':>16}"
+    header = (
+        f"{'layer':<10} {'cases':>5}  {'top-1 + line':>18}  {'right layer':>18}  {'top-3':>18}  "
+        f"{'silent':>16}"
+    )
     rows.append(header)
     rows.append("-" * len(header))
     for layer in ("node", "harness", "engine", "model"):
@@ -149,12 +197,14 @@ def format_eval(result: EvalResult, verbose: bool = False) -> str:
             continue
         rows.append(
             f"{layer:<10} {len(cs):>5}  {_pct(sum(c.top1 for c in cs), len(cs)):>18}  "
+            f"{_pct(sum(c.layer_ok for c in cs), len(cs)):>18}  "
             f"{_pct(sum(c.in_top3 for c in cs), len(cs)):>18}  "
             f"{_pct(sum(c.silent for c in cs), len(cs)):>16}"
         )
     cs = result.failing()
     rows.append(
         f"{'overall':<10} {len(cs):>5}  {_pct(sum(c.top1 for c in cs), len(cs)):>18}  "
+        f"{_pct(sum(c.layer_ok for c in cs), len(cs)):>18}  "
         f"{_pct(sum(c.in_top3 for c in cs), len(cs)):>18}  "
         f"{_pct(sum(c.silent for c in cs), len(cs)):>16}"
     )

@@ -8,6 +8,7 @@ on it, on the exception line of its traceback, or on a line with the same finger
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,6 +18,13 @@ from triage.textutil import mask
 
 SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # keep-sorted start
+    # container runtime and Kubernetes failure states
+    (
+        "container",
+        r"(?:Error response from daemon|nvidia-container-cli: .{0,120}\berror\b|OCI runtime (?:create|exec) failed|\bOOMKilled\b|CrashLoopBackOff|Back-off restarting failed container|\bErrImagePull\b|\bImagePullBackOff\b)",
+    ),
+    # a failed permission check, as tools print it ("bash: ./x: Permission denied", "[Errno 13] ...")
+    ("denied", r"(?::|\]) Permission denied\b"),
     # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
     ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|$)"),
     # process exits reported by supervisors (systemd, docker, kubelet, Slurm)
@@ -34,8 +42,24 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         "kernel",
         r"(?:NVRM: Xid|BUG: |general protection fault|Kernel panic|Out of memory: Killed process|blocked for more than [0-9]+ seconds|DMAR: \[DMA|IO_PAGE_FAULT|mce: \[Hardware Error\]|has fallen off the bus)",
     ),
+    # kernel errors: filesystems and block devices, the cgroup OOM killer, segfaults, NVRM failures
+    (
+        "kernel-error",
+        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b)",
+    ),
+    # error-level records of the loggers triage unwraps: vLLM, uvicorn, Python logging, Go/logrus,
+    # glog/klog (PyTorch c10 too), bracketed [E] tags, "err: N" return codes
+    (
+        "logger",
+        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b)",
+    ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
+    # systemd: a unit that failed to start or spawn
+    (
+        "service",
+        r"(?:Failed at step [A-Z_]+ spawning|Failed to start [A-Za-z0-9]|: Failed with result '|Start request repeated too quickly)",
+    ),
     # the start of a Python traceback (groups the frames that follow)
     ("traceback", r"Traceback \(most recent call last\)"),
     # keep-sorted end
@@ -113,18 +137,33 @@ class UnexplainedLine:
     count: int = 1
 
 
+# Classes whose lines after a diagnosed failure of the same input are that failure's tail.
+_TAIL_CLASSES = ("fatal", "exit", "service", "container", "logger")
+# Classes that say nothing at INFO / DEBUG level (a log line that quotes the state, not the event).
+_LEVELLED_CLASSES = ("container", "denied", "kernel-error", "service")
+# A request-level error of a serving engine (one bad request, the server is fine).
+_REQUEST_LEVEL = re.compile(r"\bserving_\w+\.py:\d+\]")
+
+
 def unexplained(
     salient: list[Hit],
     explained_lines: set[tuple[str, int]],
     tracebacks: list[Traceback],
     limit: int = 20,
     failure_lines: set[tuple[str, int]] | None = None,
+    ready: dict[str, list[tuple[int, int]]] | None = None,
 ) -> list[UnexplainedLine]:
     """Salient lines no signature accounts for, folded by fingerprint.
 
     A process death reported after a diagnosed failure of the same input (the C++ runtime's
     "terminate called after throwing", "core dumped", a supervisor's "Main process exited") is
-    that failure's tail, not a new one: `failure_lines` are the lines of error-severity diagnoses."""
+    that failure's tail, not a new one: `failure_lines` are the lines of error-severity diagnoses.
+
+    An error-level logger record (class `logger`) counts only as the head of its block (not the
+    frames of a traceback logged record by record), when no other class already took the line,
+    when it is not one request's error, and when its launch did not go on to report ready after it
+    (`ready`: per input, the spans from a launch's start to its ready line: a start-up that
+    recovered from it)."""
     first_failure: dict[str, int] = {}
     for input_name, number in failure_lines or ():
         if number < first_failure.get(input_name, 1 << 62):
@@ -145,9 +184,24 @@ def unexplained(
     for tb in covered_tracebacks:
         spans[tb.key].append((tb.start, tb.end))
     out: dict[str, UnexplainedLine] = {}
+    classes_at: dict[tuple[str, int], set[str]] = defaultdict(set)
+    logger_at: set[tuple[str, int]] = set()
+    for hit in salient:
+        classes_at[(hit.line.input, hit.line.number)].add(hit.signature)
+        if hit.signature == "logger":
+            logger_at.add((process_key(hit.line), hit.line.number))
+    all_spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for tb in tracebacks:
+        all_spans[tb.key].append((tb.start, tb.end or tb.start + 500))
     for hit in sorted(salient, key=lambda h: (h.line.input, h.line.number)):
         line = hit.line
         if hit.signature == "traceback":
+            continue
+        if hit.signature == "logger" and _logger_noise(
+            line, classes_at, logger_at, all_spans, (ready or {}).get(line.input, ())
+        ):
+            continue
+        if hit.signature in _LEVELLED_CLASSES and line.level in ("INFO", "DEBUG"):
             continue
         if (line.input, line.number) in explained_lines:
             continue
@@ -164,7 +218,7 @@ def unexplained(
         if any(a <= line.number <= b for a, b in spans.get(stream, ())):
             continue
         if (
-            hit.signature in ("fatal", "exit")
+            hit.signature in _TAIL_CLASSES
             and first_failure.get(line.input, 1 << 62) < line.number
         ):
             continue
@@ -178,6 +232,26 @@ def unexplained(
             continue
         out[fp] = UnexplainedLine(line, fp, line.repeated)
     return list(out.values())
+
+
+def _logger_noise(
+    line: Line,
+    classes_at: dict[tuple[str, int], set[str]],
+    logger_at: set[tuple[str, int]],
+    spans: dict[str, list[tuple[int, int]]],
+    recovered: Iterable[tuple[int, int]],
+) -> bool:
+    """An error-level record that is not a failure line of its own (see `unexplained`)."""
+    if classes_at[(line.input, line.number)] - {"logger"}:
+        return True  # an exception, a kernel fault ...: that class reports it
+    stream = process_key(line)
+    if (stream, line.number - 1) in logger_at:
+        return True  # the body of a block: a traceback logged record by record
+    if any(a <= line.number <= b for a, b in spans.get(stream, ())):
+        return True
+    if _REQUEST_LEVEL.search(line.text):
+        return True
+    return any(start <= line.number < ready_at for start, ready_at in recovered)
 
 
 def _looks_raised(text: str) -> bool:

@@ -8,9 +8,11 @@ ranges), differential diagnosis (e.g. `data_parallel_size > 1`) and the report.
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import re
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -33,8 +35,26 @@ FACT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("gpu", r"(?:Device name|device_name|GPU model)\s*[:=]\s*'?(?P<v>NVIDIA [\w -]{2,40}?)['\s,]"),
     ("gpu_memory_utilization", r"gpu_memory_utilization['\"]?\s*[:=]\s*(?P<v>[0-9.]+)"),
     ("kv_cache_tokens", r"GPU KV cache size: (?P<v>[0-9,]+) tokens"),
+    # an engine start banner: each begins a launch (see `launch_starts`)
+    ("launch_banner", r"(?P<v>vLLM API server version [0-9]|server_args=ServerArgs\()"),
     ("launch_args", r"non-default args: (?P<v>\{.*\})"),
     ("launch_namespace", r"args: Namespace\((?P<v>.*)\)"),
+    # launchers and wrappers that build the engine's arguments or drive it (their frames, paths or
+    # banners): an argument error they cause lives in the harness
+    ("launcher", r"/(?P<v>runpod)/serverless/|/(?P<v2>runpod-volume)/|(?P<v3>worker-vllm)"),
+    ("launcher", r"(?P<v>modal)/_(?:runtime|container_entrypoint|utils)/?"),
+    (
+        "launcher",
+        r"(?P<v>_pytest)/[a-z_]+\.py|(?P<v2>pytest)-[0-9]+\.[0-9]+|platform linux -- Python [0-9.]+, (?P<v3>pytest)",
+    ),
+    (
+        "launcher",
+        r"(?P<v>buildkite)-agent|BUILDKITE_[A-Z_]+=|(?P<v2>lm_eval)/models/|(?P<v3>lmms_eval)/models/",
+    ),
+    (
+        "launcher",
+        r"(?P<v>llama-swap)\b|(?P<v2>trl)/scripts/vllm_serve\.py|(?P<v3>openrlhf)/|/(?P<v4>verl)/workers/",
+    ),
     ("max_model_len", r"max_seq_len=(?P<v>[0-9]+)"),
     (
         "model",
@@ -130,6 +150,12 @@ def collect_facts(hits: Iterable[Hit]) -> dict[str, Any]:
                 row[m.group("key").lower().replace(" ", "_")] = float(m.group("value"))
             stats.append(row)
             continue
+        if name == "launch_banner":
+            continue  # launches: see `launch_starts`
+        if name == "launcher":
+            found = [v for _, v in sorted(caps.items()) if v]
+            facts.setdefault("launcher", found[0] if found else "buildkite")
+            continue
         value = caps.get("v")
         if value is None:
             continue
@@ -169,6 +195,72 @@ def collect_facts(hits: Iterable[Hit]) -> dict[str, Any]:
     elif "sglang_version" in facts:
         facts["engine"] = "sglang"
     return facts
+
+
+# Banners closer than this belong to one launch (several API server processes, DP ranks).
+LAUNCH_MERGE_LINES = 50
+
+
+def launch_starts(hits: Iterable[Hit]) -> dict[str, list[int]]:
+    """Per input, the first line of each launch after the first: an engine start banner (vLLM's
+    'vLLM API server version', SGLang's 'server_args=ServerArgs(') begins one. An input with
+    fewer than two banners is one launch (an empty list)."""
+    banners: dict[str, list[int]] = {}
+    for hit in hits:
+        if hit.signature == "launch_banner":
+            lines = banners.setdefault(hit.line.input, [])
+            if not lines or hit.line.number - lines[-1] > LAUNCH_MERGE_LINES:
+                lines.append(hit.line.number)
+    return {name: lines for name, lines in banners.items() if len(lines) > 1}
+
+
+def launch_index(starts: list[int], line: int) -> int:
+    """Which launch of an input a line belongs to (0: before or in the first)."""
+    return bisect.bisect_right(starts, line) - 1 if starts and line >= starts[0] else 0
+
+
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
+_TS_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)")
+_TS_MONTH_DAY = re.compile(r"^(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")  # vLLM: no year
+_TS_SYSLOG = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d)(?: (\d{4}))?")
+
+
+Stamp = tuple[int | None, int, int, int, int, int]  # (year or None, month, day, h, m, s)
+
+
+def parse_timestamp(text: str | None) -> Stamp | None:
+    """A wrapper's timestamp as calendar fields: ISO 8601, vLLM's 'MM-DD HH:MM:SS' (no year),
+    syslog 'Mon DD HH:MM:SS' (no year) and dmesg -T ctime. None for what cannot be placed on a
+    calendar (dmesg's seconds since boot)."""
+    if not text:
+        return None
+    m = _TS_ISO.search(text)
+    if m:
+        year, month, day, hh, mm, ss = (int(x) for x in m.groups())
+        return year, month, day, hh, mm, ss
+    m = _TS_MONTH_DAY.match(text)
+    if m:
+        month, day, hh, mm, ss = (int(x) for x in m.groups())
+        return None, month, day, hh, mm, ss
+    m = _TS_SYSLOG.search(text)
+    if m and m.group(1) in _MONTHS:
+        stated = int(m.group(6)) if m.group(6) else None
+        day, hh, mm, ss = (int(x) for x in m.groups()[1:5])
+        return stated, _MONTHS[m.group(1)], day, hh, mm, ss
+    return None
+
+
+def seconds_apart(a: Stamp, b: Stamp) -> float | None:
+    """How far apart two timestamps are; a missing year is taken from the other one (2000, a
+    leap year, when both lack it). None when a field is out of range."""
+    year = a[0] if a[0] is not None else b[0] if b[0] is not None else 2000
+    try:
+        first = datetime(a[0] if a[0] is not None else year, *a[1:])
+        second = datetime(b[0] if b[0] is not None else year, *b[1:])
+    except ValueError:
+        return None
+    return abs((first - second).total_seconds())
 
 
 def parse_version(text: str) -> Version | None:

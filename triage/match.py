@@ -40,6 +40,7 @@ class PatternRef:
     role: str  # decisive | supporting | evidence | fact | salient
     index: int  # index in the owner's list
     regex: str
+    against: bool = False  # a differential branch's contradicting evidence (kind diff)
 
 
 @dataclass
@@ -50,6 +51,26 @@ class PatternTable:
     @property
     def patterns(self) -> list[str]:
         return [r.regex for r in self.refs]
+
+
+# The continuation lines of multi-line blocks: a signature whose decisive patterns name the block's
+# producer gets these as waiting patterns (role continuation), attached to its evidence when they
+# follow a decisive line closely (rank.CONTINUATION_LINES).
+CONTINUATIONS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        ("AER", "PCIe Bus Error"),
+        r"error status/mask=[0-9a-fA-F]{8}"
+        r"|[0-9a-fA-F]{2}\.[0-9]:(?: AER:)? +\[ ?[0-9]{1,2}\] [A-Za-z]"
+        r"|PCIe Bus Error: severity=",
+    ),
+    (
+        ("NVRM",),
+        r"NVRM: (?:GPU at PCI|GPU Board Serial|A GPU crash dump|GPU [0-9a-fA-F]{4}:"
+        r"|The NVIDIA GPU [0-9a-fA-F]{4}:|\(PCI ID: [0-9a-fA-F]{4}:|Reconstructed|_kgsp|krc"
+        r"|RmInit)",
+    ),
+    (("NCCL", "nccl"), r"NCCL WARN "),
+)
 
 
 def build_table(
@@ -66,8 +87,15 @@ def build_table(
         for i, d in enumerate(sig.differential):
             for j, ev in enumerate(d.evidence):
                 table.refs.append(PatternRef("diff", sig.id, d.branch, i * 100 + j, ev))
+            for j, ev in enumerate(d.against):
+                table.refs.append(
+                    PatternRef("diff", sig.id, d.branch, i * 100 + 50 + j, ev, against=True)
+                )
         if sig.not_:
             table.not_patterns[sig.id] = [p.regex for p in sig.not_]
+        for n, (producers, regex) in enumerate(CONTINUATIONS):
+            if any(word in p.regex for p in sig.decisive for word in producers):
+                table.refs.append(PatternRef("sig", sig.id, "continuation", 1000 + n, regex))
     for name, regex in facts:
         table.refs.append(PatternRef("fact", name, "fact", 0, regex))
     for name, regex in salient:
@@ -103,7 +131,7 @@ class Matcher:
         self.table = table
         self._engine_name = engine
         self._eager = [
-            not (r.kind == "diff" or (r.kind == "sig" and r.role == "supporting"))
+            not (r.kind == "diff" or (r.kind == "sig" and r.role in ("supporting", "continuation")))
             for r in table.refs
         ]
         self.scanner, self._users = self._scanner_for(range(len(table.refs)))
@@ -132,6 +160,17 @@ class Matcher:
     @property
     def engine(self) -> str:
         return self.scanner.name
+
+    def reset(self) -> None:
+        """Forget everything one run found (hits, waiting candidates, decisions), keeping the
+        compiled scanner: a matcher serves one run at a time."""
+        self.result = MatchResult()
+        self._decided = set()
+        self._pending = {}
+        self.overflowed = set()
+        self._skipped = set()
+        self._skip_cache = ((0, -1), frozenset())
+        self._rescan = None
 
     @property
     def decided(self) -> set[str]:
@@ -169,9 +208,36 @@ class Matcher:
         return {owner: list(queue) for owner, queue in self._pending.items()}
 
     def confirm_waiting(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
-        """Candidates that waited in another worker: confirm those whose signature fired."""
+        """Candidates that waited in another worker: confirm those whose signature fired; the
+        others keep waiting here, as they would in one process (`confirm_undecided`)."""
         refs = self.table.refs
-        self._confirm_waited(e for e in entries if refs[e[3][0]].owner in self._decided)
+        decided = []
+        for entry in entries:
+            owner = refs[entry[3][0]].owner
+            if owner in self._decided:
+                decided.append(entry)
+            else:
+                queue = self._pending.setdefault(owner, deque(maxlen=PENDING_PER_SIGNATURE))
+                queue.append(entry)
+        self._confirm_waited(decided)
+
+    def confirm_undecided(self) -> list[Hit]:
+        """Confirm the supporting candidates still waiting for a decisive hit that never came, and
+        return the new hits. Only a failing report asks for them (the `inferred` basis: supporting
+        tells beside a failure), so a healthy log never pays for this."""
+        before = len(self.result.hits)
+        refs = self.table.refs
+        entries = []
+        for queue in self._pending.values():
+            for input_name, number, raw, pids in queue:
+                # only supporting lines can be tells; branch evidence and continuation lines
+                # mean something only beside a decisive line
+                kept = [p for p in pids if refs[p].kind == "sig" and refs[p].role == "supporting"]
+                if kept:
+                    entries.append((input_name, number, raw, kept))
+        self._pending.clear()
+        self._confirm_waited(entries)
+        return self.result.hits[before:]
 
     def feed_rescan(self, segment: Segment) -> None:
         assert self._rescan is not None
@@ -291,7 +357,7 @@ class Matcher:
                 Hit(
                     signature=ref.owner,
                     pattern_index=pid,
-                    role=ref.role if ref.kind != "diff" else "evidence",
+                    role=ref.role if ref.kind != "diff" else _diff_role(ref),
                     line=line,
                     captures=captures,
                     confirmed=confirmed,
@@ -308,6 +374,11 @@ class Matcher:
             except TimeoutError:
                 continue
         return False
+
+
+def _diff_role(ref: PatternRef) -> str:
+    """A differential hit's role: evidence for its branch, or against it."""
+    return "against" if ref.against else "evidence"
 
 
 def _locate(

@@ -62,6 +62,8 @@ class InputInfo:
     bytes: int = 0
     digest: str | None = None
     skipped: str | None = None
+    # lines where an engine start banner begins a launch, when the input holds more than one
+    launches: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -101,6 +103,8 @@ class DifferentialOut:
     why: list[str] = field(default_factory=list)
     ask: str | None = None
     probe: str | None = None
+    layer: str | None = None  # where the fault lives when this branch is the cause
+    ruled_out: list[str] = field(default_factory=list)  # log lines that contradict this branch
 
 
 @dataclass(slots=True, kw_only=True)
@@ -125,6 +129,9 @@ class Hypothesis:
     explain: list[str] = field(default_factory=list)  # score terms, shown by --explain
     # signatures that fired on exactly the same lines but scored lower (one family, one cause)
     alternatives: list[str] = field(default_factory=list)
+    # decisive: a decisive pattern fired; inferred: only supporting lines, beside a failure they
+    # would explain (see docs/ranking.md)
+    basis: str = "decisive"
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,8 +13,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from triage.events import Evidence, fold_evidence
-from triage.facts import condition_holds, parse_version
+from triage.events import Evidence, fold_evidence, process_key
+from triage.facts import (
+    condition_holds,
+    launch_index,
+    parse_timestamp,
+    parse_version,
+    seconds_apart,
+)
 from triage.kb.records import Signature, VersionRange
 from triage.models import (
     DifferentialOut,
@@ -24,6 +30,7 @@ from triage.models import (
     Hit,
     Hypothesis,
 )
+from triage.regexes import compile_linear
 from triage.textutil import mask
 
 SEVERITY_BASE = {"error": 0.55, "warning": 0.30, "info": 0.10}
@@ -31,6 +38,23 @@ LAYER_BONUS = {"node": 0.10, "harness": 0.05, "engine": 0.0, "model": 0.0}
 SYMPTOM_FACTOR = 0.5
 OUT_OF_RANGE_FACTOR = 0.6
 MAX_EVIDENCE = 12
+# A hypothesis built from supporting lines only (basis "inferred") scores this share of what the
+# same evidence would score with a decisive line, and never more than INFERRED_CAP: it ranks below
+# every decisive cause.
+INFERRED_FACTOR = 0.6
+INFERRED_CAP = 0.5
+# With no decisive cause, a supporting line counts as a tell only this close to a failure line
+# (the signature's own `window` when it has one).
+INFERRED_NEAR_LINES = 50
+# Across inputs with timestamps, a cause explains (or is read before) a failure in another input
+# only when their times are this close.
+TIME_WINDOW_SECONDS = 600
+# A hang or stall symptom (tag `hang`) repeated this many times with nothing explaining it is a
+# failure in its own right.
+HANG_REPEATS = 5
+# Continuation lines of a multi-line block (AER, NVRM, NCCL WARN) join the evidence when they lie
+# this close after a decisive line.
+CONTINUATION_LINES = 8
 
 _FACT_FOR_COMPONENT = {
     "vllm": "vllm_version",
@@ -76,19 +100,52 @@ def gpu_arch(gpu: str) -> str | None:
 
 
 @dataclass
+class Scope:
+    """What the engine facade knows about the inputs beyond the hits: where launches start, and
+    which lines show a failure (for the inferred basis)."""
+
+    launches: dict[str, list[int]] = field(default_factory=dict)  # input -> later launch starts
+    failure_lines: set[tuple[str, int]] = field(default_factory=set)
+    infer: bool = False  # supporting-only candidates may become (inferred) hypotheses
+
+    def launch(self, hit: Hit) -> tuple[str, int]:
+        return self.launch_of(hit.line.input, hit.line.number)
+
+    def launch_of(self, input_name: str, number: int) -> tuple[str, int]:
+        starts = self.launches.get(input_name)
+        return (input_name, launch_index(starts, number) if starts else 0)
+
+
+@dataclass
 class Candidate:
     sig: Signature
     decisive: list[Hit] = field(default_factory=list)
     supporting: list[Hit] = field(default_factory=list)
     diff_evidence: dict[str, list[Hit]] = field(default_factory=lambda: defaultdict(list))
+    against: dict[str, list[Hit]] = field(default_factory=lambda: defaultdict(list))
+    continuation: list[Hit] = field(default_factory=list)
     score: float = 0.0
     terms: list[str] = field(default_factory=list)
     explained_by: str | None = None
     explains: list[Candidate] = field(default_factory=list)
+    basis: str = "decisive"
+    severity: str = ""  # the signature's, unless the evidence escalated it
+    layer: str = ""  # the signature's, unless the chosen differential branch names another
+    layer_why: str | None = None
+    separate: bool = False  # far in time from the failures of the other inputs: listed after them
+
+    def __post_init__(self) -> None:
+        self.severity = self.severity or self.sig.severity
+        self.layer = self.layer or self.sig.layer
+
+    @property
+    def lines(self) -> list[Hit]:
+        """The hits that place the candidate: decisive ones, or supporting ones when inferred."""
+        return self.decisive or self.supporting
 
     @property
     def first(self) -> tuple[str, int]:
-        h = min(self.decisive, key=lambda x: (x.line.input, x.line.number))
+        h = min(self.lines, key=lambda x: (x.line.input, x.line.number))
         return (h.line.input, h.line.number)
 
     def add(self, value: float, why: str) -> None:
@@ -123,28 +180,77 @@ def applicability(sig: Signature, facts: dict[str, Any]) -> str | None:
     return None
 
 
-def build_candidates(signatures: dict[str, Signature], hits: Sequence[Hit]) -> list[Candidate]:
+def build_candidates(
+    signatures: dict[str, Signature], hits: Sequence[Hit], scope: Scope | None = None
+) -> list[Candidate]:
+    """Candidates in the order of their first decisive hit. Supporting, continuation and branch
+    evidence count only inside the launch of a decisive line (`Scope.launches`); with
+    `scope.infer`, signatures with supporting lines and no decisive one come after, as inferred
+    candidates (`admit_inferred` decides which become hypotheses)."""
+    scope = scope or Scope()
     cands: dict[str, Candidate] = {}
     first_decisive: dict[str, int] = {}  # candidates in the order of their first decisive hit
+    first_any: dict[str, int] = {}
     for n, hit in enumerate(hits):
         sig = signatures.get(hit.signature)
         if sig is None:
             continue
         cand = cands.setdefault(sig.id, Candidate(sig))
+        first_any.setdefault(sig.id, n)
         if hit.role == "decisive":
             first_decisive.setdefault(sig.id, n)
             cand.decisive.append(hit)
         elif hit.role == "supporting":
             cand.supporting.append(hit)
+        elif hit.role == "continuation":
+            cand.continuation.append(hit)
+        elif hit.role == "against":
+            cand.against[_branch_of(sig, hit)].append(hit)
         else:
             cand.diff_evidence[_branch_of(sig, hit)].append(hit)
     out = []
+    inferred = []
     for cand in cands.values():
         if not cand.decisive:
+            if scope.infer and cand.supporting and cand.sig.kind == "cause":
+                cand.basis = "inferred"
+                cand.diff_evidence.clear()  # a branch is chosen on a decisive line's launch only
+                cand.against.clear()
+                cand.continuation = []
+                inferred.append(cand)
             continue  # supporting evidence never fires alone
         decisive_at = {(h.line.input, h.line.number) for h in cand.decisive}
+        # a supporting pattern on a decisive line adds its captures to that line's hit
+        # (the Xid a cleanup names, the size an OOM tried to allocate)
+        on_line = {(h.line.input, h.line.number): h for h in cand.decisive}
+        for h in cand.supporting:
+            owner = on_line.get((h.line.input, h.line.number))
+            if owner is not None:
+                for key, value in h.captures.items():
+                    owner.captures.setdefault(key, value)
+        launches = {scope.launch(h) for h in cand.decisive}
+        inputs = {h.line.input for h in cand.decisive}
+
+        def same_launch(
+            h: Hit, launches: set[tuple[str, int]] = launches, inputs: set[str] = inputs
+        ) -> bool:
+            # another input is not scoped (a dmesg beside a server log); the same input is
+            return h.line.input not in inputs or scope.launch(h) in launches
+
         cand.supporting = [
-            h for h in cand.supporting if (h.line.input, h.line.number) not in decisive_at
+            h
+            for h in cand.supporting
+            if (h.line.input, h.line.number) not in decisive_at and same_launch(h)
+        ]
+        for branch in list(cand.diff_evidence):
+            cand.diff_evidence[branch] = [h for h in cand.diff_evidence[branch] if same_launch(h)]
+        for branch in list(cand.against):
+            cand.against[branch] = [h for h in cand.against[branch] if same_launch(h)]
+        supporting_at = {(h.line.input, h.line.number) for h in cand.supporting}
+        cand.continuation = [
+            h
+            for h in _continuation(cand, decisive_at)
+            if (h.line.input, h.line.number) not in supporting_at  # listed once, as supporting
         ]
         if cand.sig.window:
             decisive_lines = [(h.line.input, h.line.number) for h in cand.decisive]
@@ -158,7 +264,31 @@ def build_candidates(signatures: dict[str, Signature], hits: Sequence[Hit]) -> l
             ]
         out.append(cand)
     out.sort(key=lambda c: first_decisive[c.sig.id])
-    return out
+    inferred.sort(key=lambda c: first_any[c.sig.id])
+    return out + inferred
+
+
+def _continuation(cand: Candidate, decisive_at: set[tuple[str, int]]) -> list[Hit]:
+    """Continuation lines of the decisive lines' blocks: each lies within CONTINUATION_LINES of a
+    decisive line or of another line of the block, before or after it (the NVRM notice spreads
+    one message over three lines; the AER status lines follow their header)."""
+    pending = sorted(
+        (h for h in cand.continuation if (h.line.input, h.line.number) not in decisive_at),
+        key=lambda h: (h.line.input, h.line.number),
+    )
+    reach = set(decisive_at)
+    taken: list[Hit] = []
+    grew = True
+    while grew and pending:
+        grew = False
+        for hit in list(pending):
+            key = (hit.line.input, hit.line.number)
+            if any(i == key[0] and abs(key[1] - n) <= CONTINUATION_LINES for i, n in reach):
+                taken.append(hit)
+                reach.add(key)
+                pending.remove(hit)
+                grew = True
+    return sorted(taken, key=lambda h: (h.line.input, h.line.number))
 
 
 def _branch_of(sig: Signature, hit: Hit) -> str:
@@ -170,11 +300,12 @@ def score(cand: Candidate, facts: dict[str, Any]) -> None:
     sig = cand.sig
     cand.score = 0.0
     cand.terms = []
-    cand.add(SEVERITY_BASE[sig.severity], f"severity {sig.severity}")
+    severity = cand.severity
+    cand.add(SEVERITY_BASE[severity], f"severity {severity}")
     if sig.kind == "symptom":
-        cand.add(-SEVERITY_BASE[sig.severity] * (1 - SYMPTOM_FACTOR), "a symptom, not a cause")
-    if LAYER_BONUS[sig.layer]:
-        cand.add(LAYER_BONUS[sig.layer], f"{sig.layer} layer is read first")
+        cand.add(-SEVERITY_BASE[severity] * (1 - SYMPTOM_FACTOR), "a symptom, not a cause")
+    if LAYER_BONUS[cand.layer]:
+        cand.add(LAYER_BONUS[cand.layer], f"{cand.layer} layer is read first")
     if sig.priority != 50:
         cand.add((sig.priority - 50) / 250, f"priority {sig.priority}")
     # corroboration: different decisive messages (not the same line matched twice, nor one message
@@ -190,14 +321,23 @@ def score(cand: Candidate, facts: dict[str, Any]) -> None:
     if reason:
         cut = cand.score * (1 - OUT_OF_RANGE_FACTOR)
         cand.add(-cut, f"lowered: {reason}")
+    if cand.basis == "inferred":
+        kept = min(cand.score * INFERRED_FACTOR, INFERRED_CAP)
+        cand.add(kept - cand.score, "inferred: supporting lines only, no decisive line")
 
 
 def differential(cand: Candidate, facts: dict[str, Any]) -> list[DifferentialOut]:
+    """Each branch: favoured by its evidence lines or its facts, never when a line of the log
+    contradicts it (`against`)."""
     out = []
     for d in cand.sig.differential:
         why: list[str] = [
             f"line {hit.line.number}: {hit.line.message[:120] or hit.line.text[:120]}"
             for hit in cand.diff_evidence.get(d.branch, [])
+        ]
+        ruled_out = [
+            f"line {hit.line.number}: {hit.line.message[:120] or hit.line.text[:120]}"
+            for hit in cand.against.get(d.branch, [])
         ]
         verdicts = []
         for key, cond in d.facts.items():
@@ -205,37 +345,324 @@ def differential(cand: Candidate, facts: dict[str, Any]) -> list[DifferentialOut
             verdicts.append(held)
             if held:
                 why.append(f"fact {key} {cond}")
-        favoured = bool(cand.diff_evidence.get(d.branch)) or (
-            any(v is True for v in verdicts) and not any(v is False for v in verdicts)
+        favoured = not ruled_out and (
+            bool(cand.diff_evidence.get(d.branch))
+            or (any(v is True for v in verdicts) and not any(v is False for v in verdicts))
         )
         out.append(
             DifferentialOut(
-                branch=d.branch, check=d.check, favoured=favoured, why=why, ask=d.ask, probe=d.probe
+                branch=d.branch,
+                check=d.check,
+                favoured=favoured,
+                why=why,
+                ask=d.ask,
+                probe=d.probe,
+                layer=d.layer,
+                ruled_out=ruled_out,
             )
         )
     return out
 
 
+def branch_layer(cand: Candidate, facts: dict[str, Any]) -> None:
+    """The layer of the favoured branch, when it names one and no other favoured branch names a
+    different one (the branch decides where the fault lives; `--explain` says which)."""
+    diffs = differential(cand, facts)
+    layers = {d.layer for d in diffs if d.favoured and d.layer}
+    if len(layers) == 1:
+        layer = layers.pop()
+        branch = next(d for d in diffs if d.favoured and d.layer == layer)
+        if layer != cand.sig.layer:
+            cand.layer = layer
+            cand.layer_why = (
+                f"layer {layer} from branch {branch.branch} ({'; '.join(branch.why) or 'facts'})"
+            )
+
+
+def _stamps(cand: Candidate) -> dict[str, list[tuple[int | None, int, int, int, int, int]]]:
+    out: dict[str, list[tuple[int | None, int, int, int, int, int]]] = defaultdict(list)
+    for h in cand.lines:
+        ts = parse_timestamp(h.line.timestamp)
+        if ts is not None:
+            out[h.line.input].append(ts)
+    return out
+
+
+def far_apart(a: Candidate, b: Candidate) -> bool:
+    """Two candidates on different inputs whose timestamped lines are all more than
+    TIME_WINDOW_SECONDS apart (unknown times never separate them)."""
+    inputs_a = {h.line.input for h in a.lines}
+    inputs_b = {h.line.input for h in b.lines}
+    if inputs_a & inputs_b:
+        return False
+    stamps_a = [t for ts in _stamps(a).values() for t in ts]
+    stamps_b = [t for ts in _stamps(b).values() for t in ts]
+    if not stamps_a or not stamps_b:
+        return False
+    for x in stamps_a:
+        for y in stamps_b:
+            gap = seconds_apart(x, y)
+            if gap is None or gap <= TIME_WINDOW_SECONDS:
+                return False
+    return True
+
+
+# Evidence that makes a warning a failure: (signature, capture, values) on a decisive line.
+_ESCALATING_CAPTURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("machine-check-exception", "edac_kind", ("UE",)),
+    ("machine-check-exception", "apei_severity", ("fatal",)),
+)
+# A warning that becomes a failure when the GPU it concerns is lost in the same log.
+_ESCALATES_WITH_GPU_LOST = ("pcie-aer-corrected-errors",)
+_GPU_LOST = ("gpu-fallen-off-the-bus",)
+_GPU_LOST_TEXT = ("GPU is lost", "fallen off the bus")
+
+
+def escalate(
+    cands: list[Candidate], signatures: dict[str, Signature], by_id: dict[str, Candidate]
+) -> list[Candidate]:
+    """Severity from the evidence: a fatal EDAC / APEI capture, an AER warning beside a lost GPU,
+    and an Xid whose own text names the Xid that caused it (routed to that Xid's signature, which
+    then explains it). Returns candidates created by routing."""
+    created: list[Candidate] = []
+    lost = any(i in by_id and by_id[i].decisive for i in _GPU_LOST) or any(
+        any(t in (h.line.message or h.line.text) for t in _GPU_LOST_TEXT)
+        for c in cands
+        for h in c.decisive
+    )
+    for cand in cands:
+        if cand.basis != "decisive" or cand.severity == "error":
+            continue
+        for sig_id, key, values in _ESCALATING_CAPTURES:
+            if cand.sig.id != sig_id:
+                continue
+            hit = next((h for h in cand.decisive if h.captures.get(key) in values), None)
+            if hit is not None:
+                cand.severity = "error"
+                cand.terms.append(f"escalated: {key}={hit.captures[key]} on line {hit.line.number}")
+                break
+        if cand.sig.id in _ESCALATES_WITH_GPU_LOST and lost:
+            cand.severity = "error"
+            cand.terms.append("escalated: the GPU is lost in the same log")
+    for cand in list(cands):
+        for hit in cand.decisive + cand.supporting:
+            previous = hit.captures.get("previous_xid")
+            if not previous or previous == hit.captures.get("xid"):
+                continue
+            target = _xid_signature(previous, signatures, exclude=cand.sig.id)
+            if target is None:
+                continue
+            routed = by_id.get(target.id)
+            if routed is None:
+                routed = Candidate(target)
+                by_id[target.id] = routed
+                created.append(routed)
+            routed_hit = Hit(
+                signature=target.id,
+                pattern_index=hit.pattern_index,
+                role="decisive",
+                line=hit.line,
+                captures={"xid": previous, **{k: v for k, v in hit.captures.items() if k == "pci"}},
+            )
+            if all(h.line is not hit.line for h in routed.decisive):
+                routed.decisive.append(routed_hit)
+                routed.terms.append(f"routed: line {hit.line.number} names previous Xid {previous}")
+            if cand.explained_by is None and cand is not routed:
+                cand.explained_by = routed.sig.id
+                routed.explains.append(cand)
+    return created
+
+
+def _xid_signature(xid: str, signatures: dict[str, Signature], exclude: str) -> Signature | None:
+    """The signature whose decisive patterns capture this Xid number in their `xid` group."""
+    for sig in signatures.values():
+        if sig.id == exclude or sig.status == "withdrawn":
+            continue
+        for pattern in sig.decisive:
+            group = _named_group(pattern.regex, "xid")
+            if group is None:
+                continue
+            try:
+                if compile_linear(f"^(?:{group})$").search(xid):
+                    return sig
+            except (TimeoutError, ValueError):
+                continue
+    return None
+
+
+def _named_group(regex: str, name: str) -> str | None:
+    """The text of a named group of a regex, e.g. '14[4-9]|150' for (?P<xid>14[4-9]|150)."""
+    start = regex.find(f"(?P<{name}>")
+    if start < 0:
+        return None
+    i = start + len(name) + 5
+    depth, body = 1, i
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return regex[body:i]
+        i += 1
+    return None
+
+
+def _repeats(cand: Candidate) -> int:
+    return sum(e.count for e in fold_evidence(cand.decisive))
+
+
+_CONTEXT_LEVELS = ("INFO", "DEBUG")
+_TELLS: dict[str, tuple[str, ...]] = {}
+
+
+def _tell_patterns(sig: Signature) -> tuple[str, ...]:
+    """The supporting patterns of a signature that can be tells: those that match none of its own
+    near misses (`examples.no_match`). A supporting pattern that matches a near miss is context
+    its author wrote for a decisive line, never a reason to name the cause alone."""
+    cached = _TELLS.get(sig.id)
+    if cached is None:
+        tells = []
+        for pattern in sig.supporting:
+            try:
+                compiled = compile_linear(pattern.regex)
+                if not any(compiled.search(line) for line in sig.examples.no_match):
+                    tells.append(pattern.regex)
+            except (TimeoutError, ValueError):
+                continue
+        cached = _TELLS[sig.id] = tuple(tells)
+    return cached
+
+
+def _is_tell(sig: Signature, hit: Hit) -> bool:
+    if hit.line.level in _CONTEXT_LEVELS:
+        return False  # an INFO or DEBUG line is context (a version, an interface, a size)
+    text = hit.line.text or hit.line.raw
+    for regex in _tell_patterns(sig):
+        try:
+            if compile_linear(regex).search(text):
+                return True
+        except (TimeoutError, ValueError):
+            continue
+    return False
+
+
+def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
+    """Which supporting-only candidates become hypotheses (basis inferred): a cause that lists a
+    fired error symptom nothing decisive explains, with a supporting line in that symptom's launch;
+    or, when no decisive error cause fired at all, a cause with a supporting line near a failure
+    line. Only tells count: lines above INFO level, matched by a supporting pattern that matches
+    none of the signature's own near misses. Everything else is dropped."""
+    decided = [c for c in cands if c.basis == "decisive"]
+    symptoms = [
+        c
+        for c in decided
+        if c.sig.kind == "symptom" and c.severity == "error" and not c.explained_by
+    ]
+    any_cause = any(c.sig.kind != "symptom" and c.severity == "error" for c in decided)
+    if any_cause:
+        return []  # a decisive cause is there: supporting lines only support
+    admitted = []
+    for cand in cands:
+        if cand.basis != "inferred":
+            continue
+        near = cand.sig.window or INFERRED_NEAR_LINES
+        claimed = [s for s in symptoms if s.sig.id in cand.sig.explains]
+        keep: list[Hit] = []
+        if claimed:
+            places = {scope.launch(h) for s in claimed for h in s.decisive}
+            keep = [h for h in cand.supporting if scope.launch(h) in places]
+            if cand.sig.window:
+                lines = [(h.line.input, h.line.number) for s in claimed for h in s.decisive]
+                keep = [
+                    h
+                    for h in keep
+                    if any(i == h.line.input and abs(n - h.line.number) <= near for i, n in lines)
+                ]
+        elif not any_cause:
+            keep = [
+                h
+                for h in cand.supporting
+                if any(
+                    i == h.line.input
+                    and abs(n - h.line.number) <= near
+                    and scope.launch(h) == scope.launch_of(i, n)
+                    for i, n in scope.failure_lines
+                )
+            ]
+        keep = [h for h in keep if _is_tell(cand.sig, h)]
+        if keep:
+            cand.supporting = keep
+            admitted.append(cand)
+    return admitted
+
+
 def rank(
-    signatures: dict[str, Signature], hits: Sequence[Hit], facts: dict[str, Any]
+    signatures: dict[str, Signature],
+    hits: Sequence[Hit],
+    facts: dict[str, Any],
+    scope: Scope | None = None,
 ) -> list[Hypothesis]:
     """Order the hypotheses; symptoms explained by a cause move under it. `hits` come in input
     order (`Engine.report` sorts them), which every tie below relies on."""
-    cands = build_candidates(signatures, hits)
+    scope = scope or Scope()
+    cands = build_candidates(signatures, hits, scope)
+    decided = [c for c in cands if c.basis == "decisive"]
+    cands = decided + admit_inferred(cands, scope)
     by_id = {c.sig.id: c for c in cands}
-    # explicit explanations: a cause that lists a fired symptom in `explains`
+    cands += escalate(cands, signatures, by_id)
+    # explicit explanations: a cause that lists a fired symptom in `explains`, unless they sit in
+    # different inputs whose times are far apart
     for cand in cands:
         for other_id in cand.sig.explains:
             other = by_id.get(other_id)
             if other is not None and other.explained_by is None and other is not cand:
+                if far_apart(cand, other):
+                    cand.terms.append(
+                        f"does not explain {other_id}: times more than "
+                        f"{TIME_WINDOW_SECONDS // 60} min apart"
+                    )
+                    continue
                 other.explained_by = cand.sig.id
                 cand.explains.append(other)
     for cand in cands:
+        # a hang symptom that keeps repeating with nothing to explain it is the failure
+        if (
+            "hang" in cand.sig.tags
+            and cand.severity != "error"
+            and cand.explained_by is None
+            and _repeats(cand) >= HANG_REPEATS
+        ):
+            cand.severity = "error"
+            cand.terms.append(f"escalated: repeated {_repeats(cand)} times, nothing explains it")
+        branch_layer(cand, facts)
+    for cand in cands:
+        notes = [t for t in cand.terms if t[:1] not in "+-"]
         score(cand, facts)
-    causes = [c for c in cands if c.sig.kind != "symptom" and c.sig.severity == "error"]
-    if causes:
-        earliest = min(c.first for c in causes)
-        for cause in causes:
+        cand.terms = notes + cand.terms
+        if cand.layer_why:
+            cand.terms.append(cand.layer_why)
+    causes = [
+        c
+        for c in cands
+        if c.sig.kind != "symptom" and c.severity == "error" and c.basis == "decisive"
+    ]
+    # a node event in another input, far in time from every other failure, is a finding of its
+    # own: it neither explains those failures nor is read before them (D23 in the audit)
+    for cause in causes:
+        others = [c for c in causes if c.layer != "node"]
+        if cause.layer == "node" and others and all(far_apart(cause, o) for o in others):
+            cause.separate = True
+            if LAYER_BONUS["node"]:
+                cause.add(-LAYER_BONUS["node"], "node layer not read first: far in time")
+    joined = [c for c in causes if not c.separate]
+    if joined:
+        earliest = min(c.first for c in joined)
+        for cause in joined:
             if cause.first == earliest:  # ties (several signatures on one line) share the bonus
                 cause.add(0.04, "the first fatal error in the input")
     # implicit: a symptom nobody claimed goes under the best-ranked error cause of the same input
@@ -245,10 +672,12 @@ def rank(
         if cand.sig.kind != "symptom" or cand.explained_by is not None:
             continue
         for cause in ordered:
-            if cause.sig.kind == "symptom" or cause.sig.severity != "error":
+            if cause.sig.kind == "symptom" or cause.severity != "error":
                 continue
             if cause.explained_by is not None or cause.sig.id in cand.sig.explains:
                 continue  # never adopt into an explained cause, nor into its own effect
+            if far_apart(cause, cand):
+                continue
             cand.explained_by = cause.sig.id
             cause.explains.append(cand)
             break
@@ -258,21 +687,37 @@ def rank(
                 min(0.12, 0.04 * len(cand.explains)),
                 "explains " + ", ".join(c.sig.id for c in cand.explains),
             )
+    # inferred hypotheses rank below every decisive cause of warning or error severity (they may
+    # still lead a symptom, or an info note)
+    floor = min(
+        (
+            c.score
+            for c in cands
+            if c.basis == "decisive" and c.sig.kind != "symptom" and c.severity != "info"
+        ),
+        default=INFERRED_CAP + 0.01,
+    )
+    cap = min(INFERRED_CAP, floor - 0.01)
+    for cand in cands:
+        if cand.basis == "inferred" and cand.score > cap:
+            cand.add(cap - cand.score, "inferred: ranked below decisive causes")
     top = [c for c in ordered if c.explained_by is None]
-    top.sort(key=lambda c: (-round(c.score, 6), c.first))
+    top.sort(key=lambda c: (c.separate, -round(c.score, 6), c.first))
     # Several signatures of one family on the very same lines (the generic CUDA OOM and its
-    # situation-specific variants): the best-scored one leads, the others become its alternatives.
+    # situation-specific variants): a member leads only with evidence of its own (a supporting
+    # line in the decisive line's process stream); the others become the leader's alternatives.
+    top = _family_order(top)
     alternatives: dict[str, list[str]] = defaultdict(list)
     kept: list[Candidate] = []
     for cand in top:
-        lines = {(h.line.input, h.line.number) for h in cand.decisive}
+        lines = {(h.line.input, h.line.number) for h in cand.lines}
         leader = next(
             (
                 k
                 for k in kept
-                if k.sig.layer == cand.sig.layer
-                and not cand.supporting
-                and lines <= {(h.line.input, h.line.number) for h in k.decisive}
+                if k.layer == cand.layer
+                and not _own_evidence(cand)
+                and lines <= {(h.line.input, h.line.number) for h in k.lines}
             ),
             None,
         )
@@ -288,10 +733,47 @@ def rank(
     return out
 
 
+def _own_evidence(cand: Candidate) -> bool:
+    """Supporting lines in the process stream of a decisive line: what tells a variant (the OOM
+    of one phase) from its generic parent, which fires on the same decisive line."""
+    streams = {process_key(h.line) for h in cand.decisive}
+    return any(process_key(h.line) in streams for h in cand.supporting)
+
+
+def _family_order(top: list[Candidate]) -> list[Candidate]:
+    """Within each family on identical decisive lines, members with evidence of their own come
+    first (then by score); the families keep their places in the order."""
+    groups: dict[tuple[str, frozenset[tuple[str, int]]], list[Candidate]] = defaultdict(list)
+    keys = []
+    for cand in top:
+        key = (cand.layer, frozenset((h.line.input, h.line.number) for h in cand.lines))
+        keys.append(key)
+        groups[key].append(cand)
+    for members in groups.values():
+        members.sort(key=lambda c: not _own_evidence(c))  # stable: score order otherwise
+    cursor: dict[tuple[str, frozenset[tuple[str, int]]], int] = defaultdict(int)
+    out = []
+    for key in keys:
+        out.append(groups[key][cursor[key]])
+        cursor[key] += 1
+    return out
+
+
 def _evidence(cand: Candidate) -> list[EvidenceOut]:
-    evidence: list[Evidence] = fold_evidence(cand.decisive) + fold_evidence(cand.supporting)
-    for hits in cand.diff_evidence.values():  # branches in order of their first line
-        evidence += fold_evidence(hits)
+    """Decisive lines, the continuation lines of their blocks, supporting lines, the branches'
+    evidence, then the lines of the symptoms this cause explains; each line once, with all the
+    roles it plays."""
+    evidence: list[Evidence] = fold_evidence(cand.decisive) + fold_evidence(cand.continuation)
+    evidence += fold_evidence(cand.supporting)
+    for branch, hits in cand.diff_evidence.items():  # branches in order of their first line
+        if not cand.against.get(branch):  # a ruled-out branch's lines are not evidence
+            evidence += fold_evidence(hits)
+    shown = {(e.line.input, e.line.number) for e in evidence}
+    for sym in cand.explains:
+        for e in fold_evidence(sym.decisive):
+            if (e.line.input, e.line.number) not in shown:
+                e.role = "explained"
+                evidence.append(e)
     out: list[EvidenceOut] = []
     by_line: dict[tuple[str, int], EvidenceOut] = {}
     for e in evidence:
@@ -318,7 +800,7 @@ def _evidence(cand: Candidate) -> list[EvidenceOut]:
 
 def _hypothesis(rank_no: int, cand: Candidate, facts: dict[str, Any]) -> Hypothesis:
     sig = cand.sig
-    diffs = differential(cand, facts)
+    diffs = differential(cand, facts) if cand.basis == "decisive" else []
     favoured = {d.branch for d in diffs if d.favoured}
     fixes = [
         FixOut(
@@ -336,15 +818,17 @@ def _hypothesis(rank_no: int, cand: Candidate, facts: dict[str, Any]) -> Hypothe
     captures: dict[str, str] = {}
     for h in cand.decisive + cand.supporting:
         for k, v in h.captures.items():
+            if k.startswith("__"):
+                continue
             captures.setdefault(k, v)
     explains = []
     for sym in cand.explains:
-        lines = sorted({h.line.number for h in sym.decisive})
+        lines = sorted({h.line.number for h in sym.lines})
         explains.append(
             ExplainedOut(
                 signature=sym.sig.id,
                 title=sym.sig.title,
-                input=sym.decisive[0].line.input,
+                input=sym.lines[0].line.input,
                 lines=lines[:50],
             )
         )
@@ -352,8 +836,8 @@ def _hypothesis(rank_no: int, cand: Candidate, facts: dict[str, Any]) -> Hypothe
         rank=rank_no,
         signature=sig.id,
         title=sig.title,
-        layer=sig.layer,
-        severity=sig.severity,
+        layer=cand.layer,
+        severity=cand.severity,
         status=sig.status,
         score=round(max(0.0, min(1.0, cand.score)), 3),
         evidence=_evidence(cand),
@@ -367,4 +851,5 @@ def _hypothesis(rank_no: int, cand: Candidate, facts: dict[str, Any]) -> Hypothe
         differential=diffs,
         applicability=applicability(sig, facts),
         explain=list(cand.terms),
+        basis=cand.basis,
     )

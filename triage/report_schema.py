@@ -5,7 +5,7 @@ history tests). Runs build `triage.models` dataclasses; a test keeps both field 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,8 @@ class InputInfo(_Model):
     bytes: int = 0
     digest: str | None = None
     skipped: str | None = None
+    # lines where an engine start banner begins a launch, when the input holds more than one
+    launches: list[int] = Field(default_factory=list)
 
 
 class EvidenceOut(_Model):
@@ -56,6 +58,8 @@ class DifferentialOut(_Model):
     why: list[str] = Field(default_factory=list)
     ask: str | None = None
     probe: str | None = None
+    layer: str | None = None  # where the fault lives when this branch is the cause
+    ruled_out: list[str] = Field(default_factory=list)  # log lines that contradict this branch
 
 
 class Hypothesis(_Model):
@@ -79,6 +83,9 @@ class Hypothesis(_Model):
     explain: list[str] = Field(default_factory=list)  # score terms, shown by --explain
     # signatures that fired on exactly the same lines but scored lower (one family, one cause)
     alternatives: list[str] = Field(default_factory=list)
+    # decisive: a decisive pattern fired; inferred: only supporting lines, beside a failure they
+    # would explain (see docs/ranking.md)
+    basis: Literal["decisive", "inferred"] = "decisive"
 
 
 class Unrecognized(_Model):

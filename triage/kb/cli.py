@@ -45,16 +45,23 @@ def kb_eval(
             help="Exit 1 when top-1 with the line is below PCT percent, or a healthy log alarms",
         ),
     ] = None,
+    tag: Annotated[
+        str | None, typer.Option("--tag", help="Only cases whose round: or tags: match (round-9)")
+    ] = None,
+    glob: Annotated[
+        str | None, typer.Option("--glob", help="Only cases whose path matches (engine/*nccl*)")
+    ] = None,
 ) -> None:
-    """Measure quality on a corpus: top-1 with the line, top-3, silence, false alarms."""
+    """Measure quality on a corpus: top-1 with the line, right layer, top-3, silence, false
+    alarms; of every case, or of the subset --tag / --glob select."""
     from triage.evaluate import evaluate, format_eval
 
     if not corpus.is_dir():
         typer.echo(f"triage: {corpus}: not a corpus directory", err=True)
         raise typer.Exit(EXIT_USAGE)
-    result = evaluate(corpus)
+    result = evaluate(corpus, tag=tag, glob=glob)
     if not result.cases:
-        typer.echo(f"triage: {corpus}: no corpus cases (*.expected.yaml)", err=True)
+        typer.echo(f"triage: {corpus}: no corpus cases (*.expected.yaml) selected", err=True)
         raise typer.Exit(EXIT_USAGE)
     typer.echo(format_eval(result, verbose=verbose))
     if min_top1 is not None:

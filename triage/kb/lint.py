@@ -111,6 +111,8 @@ def _all_patterns(sig: Signature) -> Iterable[tuple[str, str]]:
     for i, d in enumerate(sig.differential):
         for j, ev in enumerate(d.evidence):
             yield f"differential[{i}].evidence[{j}]", ev
+        for j, ev in enumerate(d.against):
+            yield f"differential[{i}].against[{j}]", ev
 
 
 def check_syntax(sig: Signature, path: str) -> list[Issue]:

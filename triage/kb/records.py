@@ -43,6 +43,8 @@ class DifferentialCheck:
     facts: dict[str, str] = field(default_factory=dict)
     ask: str | None = None
     probe: str | None = None
+    layer: str | None = None
+    against: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

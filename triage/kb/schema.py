@@ -82,6 +82,11 @@ class DifferentialCheck(_Strict):
     facts: dict[str, str] = Field(default_factory=dict)
     ask: str | None = None  # what to collect from the reporter (a command or a file)
     probe: str | None = None  # the `triage probe` section that would supply it
+    # Where the fault lives when this branch is the cause (default: the signature's layer).
+    layer: Layer | None = None
+    # Regexes over the whole log that contradict this branch: a line matching one rules it out
+    # (e.g. 'NET/IB : No device found' for an InfiniBand branch).
+    against: list[str] = Field(default_factory=list)
 
     @field_validator("facts")
     @classmethod

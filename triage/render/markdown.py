@@ -68,6 +68,8 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
         out.append(f"_{escape_md(seen[hyp.signature])}_")
     if hyp.applicability:
         out.append(f"> applicability: {escape_md(hyp.applicability)}")
+    if hyp.basis == "inferred":
+        out.append("> inferred: no decisive line; its supporting lines point here")
     out.append("")
     out.append(escape_md(hyp.summary.strip()))
     out.append("")
@@ -118,8 +120,8 @@ def needs_from_reporter(report: Report, extra: Sequence[str] = ()) -> list[str]:
     sections: list[str] = []
     for hyp in report.hypotheses[:3]:
         for d in hyp.differential:
-            if d.favoured:
-                continue  # the log already speaks for this branch
+            if d.favoured or d.ruled_out:
+                continue  # the log already speaks for (or against) this branch
             if d.ask and d.ask not in asks:
                 asks.append(d.ask)
             if d.probe and d.probe not in sections:

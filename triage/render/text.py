@@ -136,6 +136,9 @@ def render_text(
         )
         if hyp.applicability:
             con.print((f"   applicability: {hyp.applicability}", "triage.warning"))
+        if hyp.basis == "inferred":
+            note = "   inferred: no decisive line; its supporting lines point here"
+            con.print((note, "triage.warning"))
         con.print(("   evidence:", "triage.dim"))
         for ev in hyp.evidence:
             count = f" (x{ev.count})" if ev.count > 1 else ""
@@ -152,7 +155,11 @@ def render_text(
             con.print((f"   explains: {exp.signature} (lines {lines})", "triage.dim"))
         favoured = [d for d in hyp.differential if d.favoured]
         for d in favoured:
-            con.print((f"   likely branch: {d.branch}: {d.check}", "triage.warning"))
+            where = f" [{d.layer}]" if d.layer else ""
+            con.print((f"   likely branch: {d.branch}{where}: {d.check}", "triage.warning"))
+        for d in hyp.differential:
+            if d.ruled_out:
+                con.print((f"   ruled out: {d.branch} ({d.ruled_out[0]})", "triage.dim"))
         if hyp.fixes:
             con.print(("   try:", "triage.dim"))
             for i, fix in enumerate(hyp.fixes, start=1):
@@ -170,7 +177,11 @@ def render_text(
             con.print(("   verify:", "triage.dim"))
             for v in hyp.verify:
                 con.print((f"     - {v}", None))
-        open_checks = [d for d in hyp.differential if not d.favoured and (d.ask or d.probe)]
+        open_checks = [
+            d
+            for d in hyp.differential
+            if not d.favoured and not d.ruled_out and (d.ask or d.probe)
+        ]
         if open_checks and hyp.rank <= 3:
             con.print(("   to tell the causes apart:", "triage.dim"))
             for d in open_checks:

@@ -1,0 +1,142 @@
+"""The salient-line fallback (issue 16, point 4): a failure line in any format triage reads is at
+least located (`unrecognized`, exit 1) when no signature knows it. Run with an empty knowledge
+base, so only the fallback speaks; every shape has a real failure line and a real near miss from
+the healthy corpus that must stay silent. Then the eval subset of point 7."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.helpers import run_text
+from triage.api import Engine, KnowledgeBase
+from triage.evaluate import evaluate
+
+HEALTHY = ROOT / "corpus" / "healthy"
+
+
+def _line(path: Path, contains: str) -> str:
+    return next(line for line in path.read_text().splitlines() if contains in line)
+
+
+@pytest.fixture(scope="module")
+def bare() -> Engine:
+    return Engine(KnowledgeBase([]))
+
+
+FAILURES = {
+    # kubectl get pods (vllm-project/aibrix#1054)
+    "crashloop": "deepseek-r1-distill-llama-8b-5cc594fd46-hg5rw   0/1     CrashLoopBackOff   5 "
+    "(2m30s ago)   13m",
+    # kubectl describe pod events (tarantool/tarantool-operator#88)
+    "backoff": "    Warning  BackOff           4m25s (x157 over 38m)  kubelet, minikube  "
+    "Back-off restarting failed container",
+    # docker (corpus/node: nvidia-container-cli cases)
+    "daemon": "docker: Error response from daemon: failed to create shim task: OCI runtime create "
+    "failed: runc create failed: unable to start container process",
+    # kernel: filesystem (longhorn/longhorn#2775) and block I/O (sonic-net/sonic-buildimage#23146)
+    "ext4": "Jul 14 10:26:29 immortal kernel: [699646.295473] EXT4-fs error (device sdf): "
+    "ext4_find_entry:1455: inode #2: comm minio: reading directory lblock 0",
+    "io": "2025 Jul  2 06:56:57.749644 sonic_testbed ERR kernel: [  993.622973] I/O error, dev "
+    "loop1, sector 1314944 op 0x1:(WRITE) flags 0x0 phys_seg 2 prio class 2",
+    # NVRM failure (corpus/node/gpu-fallen-off-bus-multiline-no-xid.log)
+    "nvrm": _line(
+        ROOT / "corpus" / "node" / "gpu-fallen-off-bus-multiline-no-xid.log", "probe routine"
+    ),
+    # systemd (corpus/node/gap-systemd-start-limit-bitcoind.log)
+    "systemd": _line(
+        ROOT / "corpus" / "node" / "gap-systemd-start-limit-bitcoind.log", "Failed to start"
+    ),
+    # klog/glog error record (corpus/engine/vllm-ascend-mooncake-connector-...)
+    "glog": _line(
+        ROOT / "corpus" / "engine" / "vllm-ascend-mooncake-connector-connect-segment-failed.log",
+        "E1210 03:24:54.778028",
+    ),
+    # Python logging error record (corpus/harness/taskingai-startup-...)
+    "pylog": _line(
+        ROOT / "corpus" / "harness" / "taskingai-startup-cannot-connect-inference-service.log",
+        " - ERROR - ",
+    ),
+    # TensorRT's [E] tag (corpus/engine/cuda-stream-capture-tensorrt-trtexec.log)
+    "tag-e": _line(
+        ROOT / "corpus" / "engine" / "cuda-stream-capture-tensorrt-trtexec.log", "] [E] "
+    ),
+    # a permission check (NVIDIA/nccl, shm_open)
+    "denied": "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
+    "Permission denied",
+}
+
+NEAR_MISSES = {
+    "running-pod": _line(HEALTHY / "kubectl-describe-pod-two-containers-running.log", "Running"),
+    "restart-0": _line(HEALTHY / "kubectl-describe-pod-two-containers-running.log", "Restart"),
+    "ext4-mounted": _line(HEALTHY / "dmesg-boot-ext4-nvme-root-mounted.log", "EXT4-fs"),
+    "nvrm-loading": _line(HEALTHY / "dmesg-nvrm-331-load-uvm-quoted.log", "NVRM: loading"),
+    "systemd-started": _line(HEALTHY / "dmesg-boot-systemd-started-units-ext4.log", "Started "),
+    "logrus-warning": _line(HEALTHY / "dockerd-containerd-plugins-btrfs-warning.log", "warning"),
+    "logrus-info": _line(HEALTHY / "gpu-operator-container-toolkit-install-level-info.log", "info"),
+    "pip-error": _line(HEALTHY / "pip-build-deps-resolver-error-line-installed.log", "ERROR: pip"),
+    "glog-warning": _line(
+        HEALTHY / "torch-destroy-process-group-warning-timestamped.log", "ProcessGroupNCCL"
+    ),
+    "request-error": _line(
+        HEALTHY / "vllm-0.8-startup-then-404-model-not-found.log", "serving_chat.py"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAILURES))
+def test_failure_shape_is_located(bare: Engine, tmp_path: Path, name: str) -> None:
+    report = run_text(bare, FAILURES[name] + "\n", tmp_path)
+    assert [u.line for u in report.unrecognized] == [1], name
+    assert report.failed
+
+
+@pytest.mark.parametrize("name", sorted(NEAR_MISSES))
+def test_near_miss_stays_silent(bare: Engine, tmp_path: Path, name: str) -> None:
+    report = run_text(bare, NEAR_MISSES[name] + "\n", tmp_path)
+    assert not report.unrecognized, (name, report.unrecognized)
+    assert not report.failed
+
+
+def test_logger_block_body_and_recovered_startup_are_not_failures(
+    bare: Engine, tmp_path: Path
+) -> None:
+    # vLLM logs a retried safetensors lookup at ERROR level, then starts: recovered, not a failure
+    log = HEALTHY / "vllm-gpt-oss-120b-ray-tp4-ansi-safetensors-retry.log"
+    assert not bare.run([str(log)]).unrecognized
+    # the same record with nothing after it (the start-up never became ready) is located
+    head = _line(log, "Error retrieving safetensors")
+    assert run_text(bare, head + "\n", tmp_path).unrecognized
+
+
+def test_healthy_corpus_is_silent_with_the_shipped_kb(engine: Engine) -> None:
+    for log in sorted(HEALTHY.glob("*.log")):
+        report = engine.run([str(log)])
+        assert not report.failed, (log.name, report.unrecognized[:2])
+
+
+# --- 7. an audit round's subset --------------------------------------------------------------
+
+
+def test_eval_reports_a_tagged_subset(tmp_path: Path) -> None:
+    root = tmp_path / "corpus"
+    for layer, name, extra in (
+        ("engine", "a", "round: 9\n"),
+        ("engine", "b", "tags: [round-9, nccl]\n"),
+        ("engine", "c", ""),
+    ):
+        (root / layer).mkdir(parents=True, exist_ok=True)
+        (root / layer / f"{name}.log").write_bytes((ROOT / "examples" / "vllm-kv-cache-oom.log").read_bytes())
+        (root / layer / f"{name}.expected.yaml").write_text(
+            "source: https://example.invalid/x\norigin: real\n" + extra
+            + "expect:\n  top: kv-cache-no-memory\n  line: 10\n"
+        )
+    assert len(evaluate(root, tag="round-9").cases) == 2
+    assert len(evaluate(root, tag="9").cases) == 1  # `round: 9` also answers to its bare number
+    assert len(evaluate(root, tag="nccl").cases) == 1
+    assert len(evaluate(root, glob="engine/c.log").cases) == 1
+    everything = evaluate(root)
+    assert len(everything.cases) == 3
+    assert all(c.top1 and c.layer_ok for c in everything.cases)
