@@ -91,7 +91,6 @@ _SECRET_LAST = {
     "cookie",
     "authorization",
     "auth",
-    "signature",
 }
 # `<word>_key` is a secret unless the word says it is an index or a public half.
 _PLAIN_KEY_WORDS = {
@@ -180,7 +179,7 @@ _PLAIN_TOKEN_WORDS = {
     "tool",
 }
 _PLAIN_PASS_WORDS = {"forward", "backward", "first", "second", "single", "multi", "each", "num"}
-_SECRET_NAMES = {"private_key_id", "sig", "x_amz_signature"}
+_SECRET_NAMES = {"private_key_id", "x_amz_signature", "x_goog_signature", "x_hub_signature"}
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NAME_SPLIT = re.compile(r"[^a-z0-9]+")
 
@@ -211,8 +210,8 @@ def is_secret_name(name: str) -> bool:
         return before not in _PLAIN_TOKEN_WORDS
     if last == "pass":
         return before not in _PLAIN_PASS_WORDS
-    if last in ("sig", "signature"):
-        return last == "signature" or len(words) == 1
+    if last == "sig":  # an Azure SAS signature (`&sig=`), not `rt_sig`
+        return len(words) == 1
     return last in _SECRET_LAST
 
 
