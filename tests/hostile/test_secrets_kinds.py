@@ -75,7 +75,9 @@ def _kinds(g: Gen) -> list[Planted]:
     token("openrouter", "sk-or-v1-" + g.r(HEX, 64))
     token("anthropic", "sk-ant-api03-" + g.r(URLSAFE, 93) + "AA")
     for prefix in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"):
-        token("github-" + prefix[:3], prefix + g.r(ALNUM, 36), "git clone https://{}@github.com/o/r")
+        token(
+            "github-" + prefix[:3], prefix + g.r(ALNUM, 36), "git clone https://{}@github.com/o/r"
+        )
     token("github-pat", "github_pat_" + g.r(ALNUM, 22) + "_" + g.r(ALNUM, 59))
     token("aws-access-key-id", "AKIA" + g.r(UPPER_ALNUM, 16), "aws_access_key_id = {}")
     token("aws-temporary-key-id", "ASIA" + g.r(UPPER_ALNUM, 16), "key id {} expired")
@@ -129,12 +131,18 @@ def _kinds(g: Gen) -> list[Planted]:
     token("x-api-key-header", g.r(ALNUM, 40), "X-Api-Key: {}")
     token("cookie", g.r(URLSAFE, 32), "Cookie: session={}; theme=dark")
     token("set-cookie", g.r(URLSAFE, 32), "Set-Cookie: sid={}; HttpOnly")
-    token("url-password", g.r(ALNUM, 18), "connecting to postgres://svc_user:{}@db.internal:5432/app")
+    token(
+        "url-password", g.r(ALNUM, 18), "connecting to postgres://svc_user:{}@db.internal:5432/app"
+    )
     slashed = g.r(ALNUM, 8) + "/" + g.r(ALNUM, 10)
     token("url-password-slash", slashed, "fetch https://user:{}@registry.example.com/v2/")
     token("url-password-at", g.password(), "redis://default:{}@cache:6379/0")
     sas = g.r(B64, 43) + "="
-    token("azure-sas-sig", sas, "GET https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig={}&se=2026")
+    token(
+        "azure-sas-sig",
+        sas,
+        "GET https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig={}&se=2026",
+    )
     token(
         "azure-account-key",
         g.r(B64, 86) + "==",
@@ -149,7 +157,13 @@ def _kinds(g: Gen) -> list[Planted]:
     token("docker-auth-json", docker, '{{"auths": {{"ghcr.io": {{"auth": "{}"}}}}}}')
 
     # --- named values: env lines, key=value, JSON and Python dicts ---
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "WANDB_API_KEY", "NGC_API_KEY"):
+    for name in (
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "OPENAI_API_KEY",
+        "WANDB_API_KEY",
+        "NGC_API_KEY",
+    ):
         token("env-" + name.lower(), g.r(ALNUM, 32), name + "={}")
     token("env-password-punct", g.password(), "PASSWORD={}")
     token("env-lowercase-pass", g.r(ALNUM, 16), "db_pass={}")
@@ -166,15 +180,38 @@ def _kinds(g: Gen) -> list[Planted]:
     token("json-api-key", g.r(ALNUM, 32), '{{"api_key": "{}", "model": "m"}}')
     token("json-password-punct", g.password(), '{{"password": "{}"}}')
     token("python-dict-token", g.r(ALNUM, 32), "{{'token': '{}', 'timeout': 30}}")
-    token("aws-presigned-signature", g.r(HEX, 64), "s3.amazonaws.com/b/k?X-Amz-Expires=60&X-Amz-Signature={}")
+    token(
+        "aws-presigned-signature",
+        g.r(HEX, 64),
+        "s3.amazonaws.com/b/k?X-Amz-Expires=60&X-Amz-Signature={}",
+    )
 
     # --- launch arguments ---
-    for flag in ("--api-key", "--hf-token", "--hf_token", "--openai-api-key", "--password", "--token"):
+    for flag in (
+        "--api-key",
+        "--hf-token",
+        "--hf_token",
+        "--openai-api-key",
+        "--password",
+        "--token",
+    ):
         token("flag" + flag, g.r(ALNUM, 32), f"vllm serve Qwen/Qwen3-8B {flag} {{}} --port 8000")
     token("flag-equals", g.r(ALNUM, 32), "--api-key={}")
-    token("vllm-non-default-api-key", g.r(ALNUM, 32), "non-default args: {{'model': 'm', 'api_key': ['{}']}}")
-    token("vllm-non-default-hf-token", g.r(ALNUM, 30), "non-default args: {{'hf_token': '{}', 'port': 8000}}")
-    token("sglang-namespace", g.r(ALNUM, 32), "server_args=ServerArgs(model_path='m', api_key='{}', port=30000)")
+    token(
+        "vllm-non-default-api-key",
+        g.r(ALNUM, 32),
+        "non-default args: {{'model': 'm', 'api_key': ['{}']}}",
+    )
+    token(
+        "vllm-non-default-hf-token",
+        g.r(ALNUM, 30),
+        "non-default args: {{'hf_token': '{}', 'port': 8000}}",
+    )
+    token(
+        "sglang-namespace",
+        g.r(ALNUM, 32),
+        "server_args=ServerArgs(model_path='m', api_key='{}', port=30000)",
+    )
 
     # --- logins ---
     token("wandb-login", g.r(HEX, 40), "wandb login {}")
