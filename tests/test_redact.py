@@ -74,6 +74,16 @@ def test_linear_time_on_adversarial_lines() -> None:
         "A_" * 300_000 + "TOKEN",
         "Bearer " * 150_000,
         ("x" * 255 + ":") * 4000,
+        # the rules added for issue 17: PEM bodies, named values, URL passwords with '@' and '/'
+        "-----BEGIN PRIVATE KEY-----" * 8000,
+        "-----BEGIN PRIVATE KEY-----" + "A" * 200_000,
+        "api_key=[" * 25_000,
+        'password="' * 20_000,
+        "https://u:p" * 20_000,
+        "https://u:" + "@" * 200_000,
+        "--api-key " * 20_000,
+        "Authorization: " * 15_000,
+        "api key " * 25_000,
     ]
     for text in cases:
         start = time.perf_counter()

@@ -315,6 +315,26 @@ def _named(m: re.Match[str]) -> tuple[int, int] | None:
     return start, end
 
 
+_URL_VALUE_END = re.compile(r"[\s\"'<>]")
+_URL_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}(?=[:/\s\"'<>?#,;)\]\\]|$)")
+
+
+def _url_password(m: re.Match[str]) -> tuple[int, int] | None:
+    """`scheme://user:` matched: the password runs to the last `@` that a host name follows, so it
+    may hold `/`, `@` or `!`. Found with `rfind` rather than a backtracking regex: linear."""
+    text, start = m.string, m.end()
+    window = text[start : start + 257]
+    stop = _URL_VALUE_END.search(window)
+    if stop is not None:
+        window = window[: stop.start()]
+    at = window.rfind("@")
+    while at > 0:
+        if _URL_HOST.match(text, start + at + 1) and _value_ok(window[:at], lenient=True):
+            return start, start + at
+        at = window.rfind("@", 0, at)
+    return None
+
+
 _TOKEN_TAIL = r"(?![A-Za-z0-9_])"
 _NOT_AFTER_WORD = r"(?<![A-Za-z0-9_])"
 _PEM_BEGIN = r"-----BEGIN[A-Z ]{0,30} PRIVATE KEY-----"
@@ -453,9 +473,8 @@ _RULES: tuple[_Rule, ...] = (
     _ctx(
         "url-password",
         ("://",),
-        r"[A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s:/@\"'<>]{0,256}:(?P<v>[^\s\"'<>]{1,256})"
-        r"@[A-Za-z0-9._-]{1,253}(?=[:/\s\"'<>?#,;)\]\\]|$)",
-        _group(lenient=True),
+        r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s:/@\"'<>]{0,256}:",
+        _url_password,
     ),
     _Rule("named-value", _NAME_HINTS, re.compile("(?i)" + _NAME + _VALUE), _named),
     _Rule(
@@ -499,6 +518,8 @@ def _apply(rule: _Rule, text: str) -> str:
         if span is None:
             continue
         start, end = span
+        if start < pos:
+            continue  # inside what an earlier match of this rule replaced
         out.append(text[pos:start])
         # A block spanning lines keeps its line breaks: line numbers after it stay right.
         out.append(REDACTED + "\n" * text.count("\n", start, end))
