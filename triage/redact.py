@@ -28,6 +28,7 @@ breaks, so line numbers stay right. Nothing is ever sent anywhere to "verify" a 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -532,16 +533,32 @@ def _apply(rule: _Rule, text: str) -> str:
 
 def _active(text: str) -> list[_Rule]:
     low = text.lower()
-    return [rule for rule in _RULES if any(k in low for k in rule.keywords)]
+    return [rule for rule in _RULES if any(map(low.__contains__, rule.keywords))]
 
 
 def redact(text: str) -> str:
     """Replace every secret found in text by `[redacted]`; ordinary text is returned unchanged."""
     if not text:
         return text
+    if len(text) <= _CACHED_LENGTH:
+        return _redact_short(text)
+    return _redact(text)
+
+
+# A report repeats its strings (the knowledge base's titles and fixes, a line redacted again by the
+# history recorder): short strings are redacted once per process.
+_CACHED_LENGTH = 2000
+
+
+@functools.lru_cache(maxsize=2048)  # at most a few MB
+def _redact_short(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     low = text.lower()
     for rule in _RULES:
-        if any(k in low for k in rule.keywords):
+        if any(map(low.__contains__, rule.keywords)):
             new = _apply(rule, text)
             if new is not text:
                 text = new
