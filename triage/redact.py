@@ -366,8 +366,15 @@ _RULES: tuple[_Rule, ...] = (
     _shape(
         "pem-private-key",
         ("private key-----",),
+        _PEM_BEGIN + r"(?:(?!-----BEGIN)[\s\S]){0,20000}?-----END[A-Z ]{0,30} PRIVATE KEY-----",
+    ),
+    # A block cut before its END (a truncated paste): the rest of the BEGIN line and every following
+    # line that ends in a run of base64, whatever log prefix it has.
+    _shape(
+        "pem-private-key-truncated",
+        ("private key-----",),
         _PEM_BEGIN
-        + r"(?:(?!-----BEGIN)[\s\S]){0,20000}?(?:-----END[A-Z ]{0,30} PRIVATE KEY-----|\Z)",
+        + r"[^\n]{0,200}(?:\n[^\n]{0,200}?[A-Za-z0-9+/=]{40,80}[ \t\r]{0,4}(?=\n|\Z)){1,400}",
     ),
     _shape("pem-private-key-line", ("private key-----",), _PEM_BEGIN + r"[^\n\"']{1,20000}"),
     # --- shapes: the whole token replaced ---

@@ -242,6 +242,9 @@ def _kinds(g: Gen) -> list[Planted]:
     body = _pem_body(g, 7)
     ssh = ["-----BEGIN OPENSSH PRIVATE KEY-----", *body, "-----END OPENSSH PRIVATE KEY-----"]
     add("pem-openssh", body[4], "\n".join(ssh), multiline=True)
+    body = _pem_body(g, 4)
+    cut = ["-----BEGIN PRIVATE KEY-----", *(prefix + x for x in body)]  # pasted without its END
+    add("pem-truncated", body[2], "\n".join(cut), multiline=True)
     return out
 
 
