@@ -573,6 +573,13 @@ def _redact(text: str) -> str:
     return text
 
 
+def redact_lines(lines: list[str]) -> list[str]:
+    """Redact consecutive lines together (a PEM block spans several: each body line alone is only
+    base64); one line out per line in, as a redacted block keeps its line breaks."""
+    out = redact("\n".join(lines)).split("\n")
+    return out if len(out) == len(lines) else [redact(line) for line in lines]
+
+
 def redact_bytes(data: bytes) -> bytes:
     """`redact` for bytes (decoded as UTF-8 with replacement when needed)."""
     return redact(data.decode("utf-8", "replace")).encode("utf-8")
