@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -247,8 +247,8 @@ def _value_ok(value: str, lenient: bool = False) -> bool:
         return False
     if lenient:
         return True
-    if stripped.isdigit() or len(set(stripped)) < 4:
-        return False
+    if (stripped.isdigit() and len(stripped) < 8) or len(set(stripped)) < 4:
+        return False  # a port, a timeout or a count; eight digits or more are a key
     if _PATH_VALUE.fullmatch(stripped) or _FILE_VALUE.fullmatch(stripped):
         return False
     # A short all-letter word ("password: required", "auth: basic") is prose, not a secret.
@@ -256,8 +256,9 @@ def _value_ok(value: str, lenient: bool = False) -> bool:
 
 
 def _mixed(value: str) -> bool:
-    """Letters and digits both: what a generated key has and a word of prose has not."""
-    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+    """Two of lower case, upper case and digits: what a generated key has and a word has not."""
+    classes = (str.islower, str.isupper, str.isdigit)
+    return sum(any(test(c) for c in value) for test in classes) >= 2
 
 
 # ---- rules ------------------------------------------------------------------------------------
@@ -271,6 +272,7 @@ class _Rule:
     keywords: tuple[str, ...]  # lower-case literals; every match contains one of them
     pattern: re.Pattern[str]
     judge: Judge  # the span to replace, or None to keep the match
+    tail: int = 0  # > 0: only the last `tail` characters can match (the rule ends in \Z)
 
 
 def _whole(min_distinct: int = 10) -> Judge:
@@ -294,8 +296,9 @@ def _group(
     return judge
 
 
-def _named(m: re.Match[str]) -> tuple[int, int] | None:
-    """A value after a secret name: the inside of its quotes or brackets, or the bare word."""
+def _named(m: re.Match[str], *, flag: bool = False) -> tuple[int, int] | None:
+    """A value after a secret name: the inside of its quotes or brackets, or the bare word.
+    A flag's value is the secret whatever it looks like (`--api-key word` sets the key to word)."""
     if not is_secret_name(m.group("k")) or m.group("k").lower() == "authorization":
         return None  # authorization has its own rule (the scheme word stays)
     value = m.group("v")
@@ -309,14 +312,22 @@ def _named(m: re.Match[str]) -> tuple[int, int] | None:
         if not inner or _placeholder(inner):
             return None
         return start + 1, end - 1
+    elif value[0] in "\"'[" and m.end("v") == len(m.string):  # cut before its closing quote
+        lead = len(value) - len(value.lstrip("[\"'"))
+        start, value = start + lead, value[lead:]
     elif m.group("sp") and value.startswith("-"):
         return None  # the next flag, not a value
-    if not value or not _value_ok(value):
+    if not value or not _value_ok(value, lenient=flag):
         return None
     return start, end
 
 
+def _flag(m: re.Match[str]) -> tuple[int, int] | None:
+    return _named(m, flag=True)
+
+
 _URL_VALUE_END = re.compile(r"[\s\"'<>]")
+_PORT = re.compile(r"[0-9]{1,5}(?:/|$)")  # host:port/path, not user:password
 _URL_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}(?=[:/\s\"'<>?#,;)\]\\]|$)")
 
 
@@ -333,7 +344,85 @@ def _url_password(m: re.Match[str]) -> tuple[int, int] | None:
         if _URL_HOST.match(text, start + at + 1) and _value_ok(window[:at], lenient=True):
             return start, start + at
         at = window.rfind("@", 0, at)
+    if start + len(window) == len(text) and not _PORT.match(window) and _value_ok(window):
+        return start, len(text)  # the text was cut before the '@' (evidence cut at a length)
     return None
+
+
+# The prefixes of the token shapes: a token cut by a length limit (evidence lines, `--explain`
+# terms) ends the text with its head only, too short for its shape rule.
+_CUT_PREFIXES = (
+    "hf_",
+    "api_org_",
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xoxo-",
+    "xoxs-",
+    "xoxr-",
+    "xoxe-",
+    "xapp-",
+    "glpat-",
+    "gldt-",
+    "glrt-",
+    "pypi-",
+    "npm_",
+    "AIza",
+    "GOCSPX-",
+    "ya29.",
+    "sk_live_",
+    "rk_live_",
+    "sk_test_",
+    "rk_test_",
+    "dop_v1_",
+    "doo_v1_",
+    "dor_v1_",
+    "nvapi-",
+    "r8_",
+    "gsk_",
+    "xai-",
+    "pplx-",
+    "tvly-",
+    "lsv2_",
+    "pcsk_",
+    "dapi",
+    "hvs.",
+    "hvb.",
+    "hvr.",
+    "AGE-SECRET-KEY-",
+    "shpat_",
+    "shpss_",
+    "shpca_",
+    "shppa_",
+    "PMAK-",
+    "dp.pt.",
+    "dp.st.",
+    "dp.sa.",
+    "dp.ct.",
+    "lin_api_",
+    "dckr_pat_",
+    "eyJ",
+    "AKIA",
+    "ASIA",
+    "SG.",
+    "hooks.slack.com/services/",
+    "discord.com/api/webhooks/",
+)
+
+
+def _cut_token(m: re.Match[str]) -> tuple[int, int] | None:
+    """Generated, not a word: two of lower case, upper case and digits (`hf_transfer` is a word);
+    an AWS key id is upper case and digits, so upper case alone will do after AKIA/ASIA."""
+    token = m.group(0)
+    aws = token[:4] in ("AKIA", "ASIA") and token.isupper() and token.isalnum()
+    return m.span() if (aws or _mixed(token[3:])) and _token_ok(token, 6) else None
 
 
 _TOKEN_TAIL = r"(?![A-Za-z0-9_])"
@@ -348,7 +437,9 @@ _NAME = (
 # The value: a quoted string (JSON escapes included), a Python list, or a bare word.
 _VALUE = (
     r"(?P<v>\"(?:[^\"\\\n]|\\.){1,4000}\"|'[^'\n]{1,4000}'|\[[^\]\n]{1,1000}\]"
-    r"|\\\"(?:[^\"\\\n]|\\[^\"]){1,4000}\\\"|[^\s,;'\"&\])}]{1,1000})"
+    r"|\\\"(?:[^\"\\\n]|\\[^\"]){1,4000}\\\"|[^\s,;'\"&\[\])}][^\s,;'\"&\])}]{0,999}"
+    # a quoted value the text was cut inside (evidence cut at a length)
+    r"|\[?[\"'][^\"'\n\]]{1,1000}[\"']?\Z)"
 )
 
 
@@ -457,6 +548,16 @@ _RULES: tuple[_Rule, ...] = (
         _NOT_AFTER_WORD
         + r"eyJ[A-Za-z0-9_-]{8,2000}\.eyJ[A-Za-z0-9_-]{8,4000}\.[A-Za-z0-9_-]{8,2000}",
     ),
+    _Rule(
+        "cut-token",
+        tuple(p.lower() for p in _CUT_PREFIXES),
+        re.compile(
+            r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(p) for p in _CUT_PREFIXES) + r")"
+            r"[A-Za-z0-9_.+/=-]{8,400}\Z"
+        ),
+        _cut_token,
+        tail=420,  # it matches at the end of the text only: look there only
+    ),
     _shape(
         "webhook-url",
         ("hooks.slack.com/", "discord.com/api/webhooks/", "discordapp.com/api/webhooks/"),
@@ -492,7 +593,7 @@ _RULES: tuple[_Rule, ...] = (
             r"(?i)(?<![\w-])--(?P<k>(?=[A-Za-z])[\w-]{0,40}?" + _HINT + r"[\w-]{0,24})"
             r"(?:=|(?P<sp>\s{1,3}))(?P<v>['\"][^'\"\n]{1,1000}['\"]|[^\s'\"]{1,1000})"
         ),
-        _named,
+        _flag,
     ),
     _ctx(
         "login-command",
@@ -511,17 +612,22 @@ _RULES: tuple[_Rule, ...] = (
         "prose-key",
         ("key", "token"),
         r"(?i)\b(?:api|access|secret|private|auth|account|secret\s{1,3}access)[ _-]?(?:key|token)"
-        r"\s{1,3}(?:(?:is|was|of|=|:)\s{1,3})?['\"]?(?P<v>[A-Za-z0-9/+=_.-]{20,400})"
-        r"(?![A-Za-z0-9/+=_.-])",
+        r"\s{1,3}(?:(?:is|was|of|=|:)\s{1,3})?['\"]?"
+        r"(?P<v>[A-Za-z0-9/+=_.-]{20,400}(?![A-Za-z0-9/+=_.-])|[A-Za-z0-9/+=_.-]{8,19}\Z)",
         _group(check=_mixed),
     ),
 )
 
 
+def _matches(rule: _Rule, text: str) -> Iterator[re.Match[str]]:
+    # a search from a position still sees the text before it (look-behinds stay right)
+    return rule.pattern.finditer(text, max(0, len(text) - rule.tail) if rule.tail else 0)
+
+
 def _apply(rule: _Rule, text: str) -> str:
     out: list[str] = []
     pos = 0
-    for m in rule.pattern.finditer(text):
+    for m in _matches(rule, text):
         span = rule.judge(m)
         if span is None:
             continue
@@ -589,7 +695,7 @@ def find_secrets(text: str) -> list[tuple[str, str]]:
     """(rule name, matched text) for each secret found: for tests and `--explain`, never logged."""
     found: list[tuple[str, str]] = []
     for rule in _active(text):
-        for m in rule.pattern.finditer(text):
+        for m in _matches(rule, text):
             span = rule.judge(m)
             if span is not None:
                 found.append((rule.name, text[span[0] : span[1]]))

@@ -111,3 +111,27 @@ def test_reports_of_the_corpus_are_unchanged_by_redaction(engine: Engine) -> Non
         if engine.run([str(p)]).to_json_dict() != plain.run([str(p)]).to_json_dict()
     ]
     assert not changed
+
+
+def test_the_knowledge_base_texts_are_left_alone() -> None:
+    """Reports carry the knowledge base's titles, fixes, checks and examples: none is a secret
+    (`HF_HUB_OFFLINE=1`, `--max-num-batched-tokens 8192`, `hf_transfer`, token counts, ...)."""
+    import yaml
+
+    def strings(value: object) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, dict):
+            return [s for v in value.values() for s in strings(v)]
+        if isinstance(value, list):
+            return [s for v in value for s in strings(v)]
+        return []
+
+    texts = [
+        s
+        for path in sorted((ROOT / "signatures").rglob("*.yaml"))
+        for s in strings(yaml.safe_load(path.read_text(encoding="utf-8")))
+    ]
+    assert len(texts) > 5000
+    # measured 0 of 11,386 strings altered when this test was written
+    assert [s for s in texts if redact(s) != s] == []
