@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_bot_support import HARMLESS_LINES, secret_corpus
 
-from triage.redact import REDACTED, find_secrets, redact
+from triage.redact import REDACTED, find_secrets, redact, redact_lines
 
 
 def leaked(secret: str, text: str) -> bool:
@@ -74,6 +74,16 @@ def test_linear_time_on_adversarial_lines() -> None:
         "A_" * 300_000 + "TOKEN",
         "Bearer " * 150_000,
         ("x" * 255 + ":") * 4000,
+        # the rules added for issue 17: PEM bodies, named values, URL passwords with '@' and '/'
+        "-----BEGIN PRIVATE KEY-----" * 8000,
+        "-----BEGIN PRIVATE KEY-----" + "A" * 200_000,
+        "api_key=[" * 25_000,
+        'password="' * 20_000,
+        "https://u:p" * 20_000,
+        "https://u:" + "@" * 200_000,
+        "--api-key " * 20_000,
+        "Authorization: " * 15_000,
+        "api key " * 25_000,
     ]
     for text in cases:
         start = time.perf_counter()
@@ -90,3 +100,16 @@ def test_placeholders_and_references_kept() -> None:
         "token: required",
     ):
         assert redact(line) == line
+
+
+def test_redact_lines_sees_a_block_across_lines() -> None:
+    """A window of log lines (context sent to a model, say) holding a PEM block with a log prefix:
+    each body line alone is only base64, together they are a key."""
+    corpus = secret_corpus(3)
+    pem = next(line for secret, line in corpus if "PRIVATE KEY" in line)
+    body = pem.splitlines()[1]
+    lines = ["(APIServer pid=1) INFO " + x for x in ["starting", *pem.splitlines(), "ready"]]
+    out = redact_lines(lines)
+    assert len(out) == len(lines) and out[0] == lines[0] and out[-1] == lines[-1]
+    assert not any(body in line for line in out)
+    assert redact(lines[2]) == lines[2]  # the body line alone looks like any base64

@@ -1,6 +1,6 @@
 """The engine facade: the only module that knows the order of the stages.
 
-read -> (scan + locate + frame + confirm) -> facts -> events -> rank -> Report.
+read -> (scan + locate + frame + confirm) -> facts -> events -> rank -> Report -> redact.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from triage.read import (
     expand_inputs,
     read_source,
 )
-from triage.textutil import looks_binary, only_journal_markers
+from triage.redact import redact, redact_report
+from triage.textutil import looks_binary, mask, only_journal_markers
 
 FORMAT_SAMPLE_LINES = 200
 
@@ -73,6 +74,7 @@ class RunOptions:
     digest: bool = True  # CRC-32 of each input (the history's content key; costs ~0.3 s per GB)
     # Told (input name, bytes just read) after each segment: the CLI's progress line.
     progress: Callable[[str, int], None] | None = None
+    redact: bool = True  # secrets removed from the report (`triage --no-redact` turns it off)
 
 
 class Engine:
@@ -260,7 +262,7 @@ class Engine:
             if src.skipped:
                 skipped.append({"input": src.name, "reason": src.skipped})
             skipped.extend({"input": src.name, "reason": note} for note in src.notes)
-        return Report(
+        report = Report(
             inputs=inputs,
             facts=facts,
             hypotheses=hypotheses,
@@ -269,7 +271,7 @@ class Engine:
                     input=u.line.input,
                     line=u.line.number,
                     text=(u.line.text or u.line.raw)[:2000],
-                    fingerprint=u.fingerprint,
+                    fingerprint=_fingerprint(u.line, u.fingerprint),
                     count=u.count,
                 )
                 for u in loose
@@ -277,6 +279,7 @@ class Engine:
             skipped=skipped,
             engine=matcher.engine,
         )
+        return redact_report(report) if self.options.redact else report
 
 
     def _loose(
@@ -344,6 +347,15 @@ def _launch_facts(
 
 
 PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _fingerprint(line: Line, fingerprint: str) -> str:
+    """The fingerprint of a line holding a secret is made from the redacted line: masking may have
+    cut the secret (a password with a '/' becomes part of a <PATH>) where redaction cannot find it,
+    and lines that differ only in a secret belong to one cluster."""
+    text = line.message or line.text
+    clean = redact(text)
+    return fingerprint if clean == text else mask(clean)
 
 
 def _plain_file(path: Path) -> bool:

@@ -95,8 +95,9 @@ def _parser() -> argparse.ArgumentParser:
         "comment, run, watch, bot, serve, history, stats, unknown, draft, feedback, lint, probe, "
         "bench. Run `triage SUBCOMMAND --help`. A first argument that names a subcommand is one: "
         "give ./run for a file called run. Exit status: 0 no failure, 1 failure diagnosed, "
-        "2 usage or input error. Every run is recorded in the history database (--db); "
-        "--no-history turns it off.",
+        "2 usage or input error. Every run is recorded (redacted, file mode 0600) in the history "
+        "database (~/.local/share/triage/history.db, or --db / TRIAGE_DB) for `triage history`, "
+        "`stats` and `unknown`; --no-history turns it off.",
     )
     p.add_argument(
         "inputs",
@@ -176,6 +177,11 @@ def _parser() -> argparse.ArgumentParser:
         "see --db; env TRIAGE_NO_HISTORY=1)",
     )
     p.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="show secrets (tokens, passwords) as they are in the log; the history stays redacted",
+    )
+    p.add_argument(
         "--db",
         type=Path,
         default=os.environ.get("TRIAGE_DB") or None,
@@ -250,6 +256,7 @@ def triage_main(argv: list[str]) -> int:
         max_decompressed=opts.max_decompressed << 20,
         jobs=opts.jobs,
         digest=not no_history,  # the digest is the history's content key
+        redact=not opts.no_redact,
     )
     if opts.follow:
         from triage.follow import run_follow

@@ -34,6 +34,7 @@ from triage.api import Engine
 from triage.match import Matcher
 from triage.models import Line, Report
 from triage.read import Segment, Source, iter_segments
+from triage.redact import redact_value
 
 FOLLOW_CHUNK = 1 << 20  # bytes asked for per read; a read returns what is there
 KEPT_TEXT = 4000  # characters of a matched line kept for evidence
@@ -327,6 +328,8 @@ def run_follow(
     lock = threading.Lock()
 
     def emit(event: dict[str, Any]) -> None:
+        if engine.options.redact:  # hypotheses come redacted; notices and errors name inputs
+            event = redact_value(event)
         text = json.dumps(event, ensure_ascii=True)  # escapes every control and bidi character
         with lock:
             out.write(text + "\n")

@@ -518,8 +518,8 @@ def make_scanner(patterns: Sequence[str], engine: str | None = None) -> Scanner:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")  # mode 0600
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)

@@ -21,7 +21,7 @@ from triage.api import Engine, InputSpec
 from triage.bot.collect_env import fact_lines, parse_collect_env
 from triage.bot.issue import ParsedIssue
 from triage.models import Report
-from triage.redact import redact
+from triage.redact import redact, redact_value
 from triage.render.markdown import render_markdown
 
 COMMENT_LIMIT = 60_000  # below GitHub's 65 536, as other bots do
@@ -62,14 +62,9 @@ def run_engine(
 
 
 def redact_obj(obj: Any) -> Any:
-    """Redact every string inside a JSON-like value (keys included)."""
-    if isinstance(obj, str):
-        return redact(obj)
-    if isinstance(obj, dict):
-        return {redact(str(k)): redact_obj(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [redact_obj(v) for v in obj]
-    return obj
+    """Redact every string inside a JSON-like value, and whatever a secret name holds
+    (`{"hf_token": "..."}`): see `triage.redact.redact_value`."""
+    return redact_value(obj)
 
 
 def report_json(report: Report) -> str:

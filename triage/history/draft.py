@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from triage.history.cluster import _EXCEPTION_RE
 from triage.history.query import ClusterDetail, cluster_detail, when
 from triage.kb.records import Signature
+from triage.redact import REDACTED, redact
 
 # What each mask of `textutil.mask` replaced, as a portable regex (no nested quantifiers).
 PLACEHOLDER_REGEX: dict[str, str] = {
@@ -27,7 +28,9 @@ PLACEHOLDER_REGEX: dict[str, str] = {
     "HASH": r"[0-9a-fA-F]{12,}",
     "N": r"[0-9][0-9.,]*",
 }
-_PLACEHOLDER_RE = re.compile(r"<(HEX|UUID|PCI|PATH|HASH|N)>")
+_PLACEHOLDER_RE = re.compile(r"<(HEX|UUID|PCI|PATH|HASH|N)>|" + re.escape(REDACTED))
+# A redacted secret matches whatever secret the next log holds there (one word).
+_REDACTED_REGEX = r"\S+"
 _META = set(r"\.^$*+?()[]{}|")
 # NCCL's "host:pid:tid [dev] " prefix names the machine: never part of a pattern.
 _NCCL_PREFIX_RE = re.compile(r"^\S+:<N>:<N> \[<N>\] ")
@@ -61,7 +64,7 @@ def template_regex(template: str, *, flexible_spaces: bool = False) -> str:
     space = r"\s+" if flexible_spaces else " "
     for found in _PLACEHOLDER_RE.finditer(template):
         out.append(_escape(template[pos : found.start()]).replace(" ", space))
-        out.append(PLACEHOLDER_REGEX[found.group(1)])
+        out.append(PLACEHOLDER_REGEX[found.group(1)] if found.group(1) else _REDACTED_REGEX)
         pos = found.end()
     out.append(_escape(template[pos:]).replace(" ", space))
     return "".join(out)
@@ -125,7 +128,7 @@ def draft_cluster(
     examples: list[str] = []
     for template, _, _ in detail.templates:
         lines = [
-            t
+            redact(t)  # a database written by an older triage may hold secrets
             for (t,) in conn.execute(
                 "SELECT text FROM unknown_lines WHERE cluster = ? AND fingerprint = ? ORDER BY id",
                 (cluster_id, template),

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from triage.history.schema import HistoryError, damaged, opened, resolve, safe_text, write
+from triage.redact import redact
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -284,7 +285,11 @@ def list_clusters(
         "ORDER BY count(DISTINCT u.run) DESC, sum(u.count) DESC, max(r.ts) DESC, c.id LIMIT ?",
         (*args, limit),
     ).fetchall()
-    out = [ClusterRow(int(a), b, int(c), int(d), e, f, g or "") for a, b, c, d, e, f, g in rows]
+    # Text is redacted as it is read too: a database written by an older triage may hold secrets.
+    out = [
+        ClusterRow(int(a), redact(b), int(c), int(d), e, f, redact(g or ""))
+        for a, b, c, d, e, f, g in rows
+    ]
     for row in out:
         for run, host in conn.execute(
             "SELECT DISTINCT r.id, r.host FROM unknown_lines u JOIN runs r ON r.id = u.run "
@@ -311,7 +316,7 @@ def cluster_detail(conn: sqlite3.Connection, cluster_id: int) -> ClusterDetail:
     if not rows:
         raise HistoryError(f"no cluster {cluster_id} (see `triage unknown`)")
     templates = [
-        (t, float(s), int(n or 0))
+        (redact(t), float(s), int(n or 0))
         for t, s, n in conn.execute(
             "SELECT t.template, t.similarity, (SELECT sum(u.count) FROM unknown_lines u "
             "WHERE u.cluster = t.cluster AND u.fingerprint = t.template) "
@@ -320,14 +325,14 @@ def cluster_detail(conn: sqlite3.Connection, cluster_id: int) -> ClusterDetail:
         )
     ]
     lines = [
-        (int(a), b, c, d, int(e))
+        (int(a), redact(b), c, d, int(e))
         for a, b, c, d, e in conn.execute(
             "SELECT run, text, input, line, count FROM unknown_lines WHERE cluster = ? ORDER BY id",
             (cluster_id,),
         )
     ]
     runs = [
-        (int(a), b, float(c), d, e)
+        (int(a), redact(b) if b else b, float(c), d, e)
         for a, b, c, d, e in conn.execute(
             "SELECT DISTINCT r.id, r.run_id, r.ts, r.host, r.engine_version FROM unknown_lines u "
             "JOIN runs r ON r.id = u.run WHERE u.cluster = ? ORDER BY r.id",

@@ -1,4 +1,8 @@
-"""Record one triage report in the history database (one `BEGIN IMMEDIATE` transaction)."""
+"""Record one triage report in the history database (one `BEGIN IMMEDIATE` transaction).
+
+What is stored is always the redacted report (`triage.redact.redact_report`), whoever calls and
+whatever `--no-redact` said: the database outlives the terminal it was shown in.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import Any
 from triage.history import cluster
 from triage.history.schema import damaged, opened, resolve, safe_text, write
 from triage.models import Report
+from triage.redact import redact, redact_report
 
 _ENGINE_FACTS = (("vllm_version", "vllm"), ("sglang_version", "sglang"))
 
@@ -41,6 +46,7 @@ def record_run(
     Returns the run's number (what `triage feedback RUN` takes). `host` defaults to this machine.
     Raises `HistoryError` when the database cannot be used.
     """
+    report = redact_report(report)  # idempotent: a report redacted already is unchanged
     if conn is not None:
         return _record(conn, report, run_id, host, at, kb_digest)
     path = resolve(db_path)
@@ -68,7 +74,7 @@ def _record(
     )
     gpu = facts.get("gpu")
     row = (
-        safe_text(run_id, 200) if run_id else None,
+        safe_text(redact(run_id), 200) if run_id else None,
         ts,
         safe_text(host or os.environ.get("TRIAGE_HOST") or socket.gethostname(), 200),
         safe_text(socket.gethostname(), 200),

@@ -139,6 +139,13 @@ def _precheck(path: Path) -> None:
         raise HistoryError(f"history database {path} is a directory: choose a file with --db PATH")
 
 
+def _create_private(path: Path) -> None:
+    """Create the empty database file readable by its owner only (SQLite gives its -wal and -shm
+    files the same mode): the history holds log lines. A new file has no lock to lose on close."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def connect(db_path: Path | str | None = None, *, create: bool = True) -> sqlite3.Connection:
     """Open (and if needed create) the history database with the project's pragmas.
 
@@ -150,7 +157,8 @@ def connect(db_path: Path | str | None = None, *, create: bool = True) -> sqlite
         if not create:
             raise HistoryError(f"no history database at {path} (nothing recorded yet)")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _create_private(path)
         except OSError as exc:
             raise HistoryError(f"cannot create {path.parent}: {exc.strerror}") from None
     try:

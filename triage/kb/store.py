@@ -305,7 +305,7 @@ def build(
     skey = stat_key(root)
     digest = content_hash(root)
     result = result or load_signatures(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     sweep_temporaries(path)
     tmp = path.with_name(f"{path.name}{_TMP_MARK}{os.getpid()}-{time.monotonic_ns()}")
     try:
@@ -355,6 +355,7 @@ def build(
         finally:
             conn.close()
         _fsync(tmp)
+        os.chmod(tmp, 0o600)  # private like every cache of triage
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except BaseException:
