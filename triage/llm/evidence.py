@@ -21,7 +21,7 @@ from pathlib import Path
 
 from triage.models import Report
 from triage.read import InputError, read_source
-from triage.redact import redact
+from triage.redact import redact, redact_lines
 from triage.textutil import neutralise
 from triage.usertext import elide_user_text
 
@@ -80,6 +80,20 @@ def clean(text: str) -> str:
     return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"
 
 
+def _redact_runs(lines: dict[int, str]) -> dict[int, str]:
+    """Redact each run of consecutive lines together: a PEM key spans several lines, and each of
+    its body lines alone is only base64 that no single-line rule can tell from image data."""
+    out: dict[int, str] = {}
+    run: list[int] = []
+    for number in [*sorted(lines), None]:
+        if run and (number is None or number != run[-1] + 1):
+            out.update(zip(run, redact_lines([lines[n] for n in run]), strict=True))
+            run = []
+        if number is not None:
+            run.append(number)
+    return out
+
+
 def salient_lines(report: Report, limit: int = MAX_SALIENT) -> list[Salient]:
     out: list[Salient] = [
         Salient(u.input, u.line, u.text, "unrecognized") for u in report.unrecognized
@@ -113,7 +127,9 @@ def collect(
     texts: dict[str, dict[int, str]] = {}
     for name, numbers in wanted.items():
         path = paths.get(name)
-        texts[name] = _read_lines(name, path, numbers, max_decompressed) if path else {}
+        texts[name] = _redact_runs(
+            _read_lines(name, path, numbers, max_decompressed) if path else {}
+        )
     windows: list[Window] = []
     budget = max_bytes
     # Salient lines first, each into its window (a window per salient line unless they overlap).
