@@ -62,6 +62,7 @@ class InputInfo:
     bytes: int = 0
     digest: str | None = None
     skipped: str | None = None
+    skip_reason: str | None = None  # why `skipped`, in a sentence (absent from older reports)
 
 
 @dataclass(slots=True, kw_only=True)

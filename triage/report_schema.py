@@ -23,6 +23,7 @@ class InputInfo(_Model):
     bytes: int = 0
     digest: str | None = None
     skipped: str | None = None
+    skip_reason: str | None = None  # why `skipped`, in a sentence (absent from older reports)
 
 
 class EvidenceOut(_Model):
