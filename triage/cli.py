@@ -162,7 +162,17 @@ def triage_main(argv: list[str]) -> int:
     from triage.kb.store import load_current
     from triage.read import InputError
 
+    if opts.db is not None and not opts.no_history:
+        from triage.history.schema import HistoryError, refuse_foreign
+
+        try:
+            refuse_foreign(opts.db)  # before any work: never write into someone else's file
+        except HistoryError as exc:
+            print(f"triage: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     kb = load_current(opts.signatures, opts.kb_path)
+    if opts.signatures is not None and _signature_errors(opts.signatures, opts.kb_path):
+        return EXIT_USAGE
     options = RunOptions(
         engine=opts.engine,
         max_decompressed=opts.max_decompressed << 20,
@@ -185,6 +195,19 @@ def triage_main(argv: list[str]) -> int:
         _record_history(report, opts.db, opts.run_id)
     _emit(report, opts.format, opts.explain, opts.color)
     return EXIT_FAILURE if report.failed else EXIT_OK
+
+
+def _signature_errors(root: Path, kb_path: Path | None) -> bool:
+    """A user's signature directory must load whole: print each bad file and field (a typo
+    would otherwise disable that signature without a word)."""
+    from triage.kb.load import recorded_errors
+
+    errors = recorded_errors(root, kb_path)
+    for error in errors:
+        print(f"triage: {error}", file=sys.stderr)
+    if errors:
+        print(f"triage: {len(errors)} signature error(s) in {root}: fix them", file=sys.stderr)
+    return bool(errors)
 
 
 def _record_history(report: Report, db: Path | None, run_id: str | None) -> None:
@@ -237,6 +260,11 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # never a traceback for the user
+        from triage.safewrite import ForeignFileError
+
+        if isinstance(exc, ForeignFileError):  # a path to write holds a file that is not ours
+            print(f"triage: {exc}", file=sys.stderr)
+            sys.exit(EXIT_USAGE)
         print(f"triage: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 

@@ -21,6 +21,7 @@ import typer
 from triage.cliapp import Output, subcommand_app
 from triage.kb import store
 from triage.kb.records import Signature
+from triage.safewrite import ForeignFileError
 from triage.textutil import neutralise
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -87,6 +88,8 @@ def open_kb(signatures: Path | None, kb: Path | None) -> sqlite3.Connection:
     if conn is None:
         try:
             store.build(root, path)
+        except ForeignFileError as exc:
+            raise _fail(str(exc)) from None
         except (store.StoreError, sqlite3.Error, OSError) as exc:
             raise _fail(
                 f"cannot build the knowledge base at {path}: {exc} "
@@ -120,6 +123,8 @@ def build(
             raise typer.Exit(EXIT_OK)
     try:
         result = store.build(root, path)
+    except ForeignFileError as exc:
+        raise _fail(str(exc)) from None
     except (store.StoreError, sqlite3.Error, OSError) as exc:
         raise _fail(f"cannot build {path}: {exc}") from None
     typer.echo(
@@ -127,6 +132,11 @@ def build(
         f"{result.seconds:.2f}s"
         + (f", {len(result.errors)} file error(s) (see `triage kb lint`)" if result.errors else "")
     )
+    if result.errors:
+        # a signature that does not load is missing from the KB: say which, and fail the build
+        for error in result.errors:
+            typer.echo(f"triage: {error}", err=True)
+        raise _fail(f"{len(result.errors)} signature file error(s): built without them")
 
 
 # -- kb search -----------------------------------------------------------------------------------
