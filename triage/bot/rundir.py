@@ -181,7 +181,7 @@ def write_outputs(result: RunResult) -> None:
 
 
 def _is_triage_markdown(_path: Path, head: bytes) -> bool:
-    return head.startswith(b"<!-- triage-bot -->")
+    return head.startswith((b"<!-- triage-bot -->", b"<!-- triage-bot v"))  # a comment's marker
 
 
 def _is_report(_path: Path, head: bytes) -> bool:
