@@ -17,9 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from triage.kb.paths import LoadError, default_signature_dir, signature_files
-from triage.kb.redos import redos_issues
 from triage.kb.schema import Signature
-from triage.regexes import compile_linear
 
 MAX_SIGNATURE_BYTES = 256 * 1024
 
@@ -117,6 +115,9 @@ def _patterns(sig: Signature) -> list[tuple[str, str]]:
 def pattern_errors(sig: Signature, shown: str) -> list[LoadError]:
     """A regex that does not compile, or that backtracks catastrophically (the shapes `kb lint`
     rejects), makes the whole signature unloadable: one error per bad pattern."""
+    from triage.kb.redos import redos_issues
+    from triage.regexes import compile_linear
+
     errors: list[LoadError] = []
     for where, pattern in _patterns(sig):
         try:
