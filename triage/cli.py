@@ -61,6 +61,30 @@ def _run_plugin(module_name: str, name: str, args: list[str], prog: str) -> None
     module.APPS[name](args=args, prog_name=prog, standalone_mode=True)
 
 
+def _refused(opts: argparse.Namespace) -> bool:
+    """Checks before a triage: a --db that is not a triage history is refused (never written
+    into); a user's signature directory must load whole, each bad file and field named (a typo
+    would otherwise disable that signature without a word). True: a line was printed, exit 2."""
+    if opts.db is not None and not opts.no_history:
+        from triage.history.schema import HistoryError, refuse_foreign
+
+        try:
+            refuse_foreign(opts.db)
+        except HistoryError as exc:
+            print(f"triage: {exc}", file=sys.stderr)
+            return True
+    if opts.signatures is not None:
+        from triage.kb.load import recorded_errors
+
+        errors = recorded_errors(opts.signatures, opts.kb_path)
+        for error in errors:
+            print(f"triage: {error}", file=sys.stderr)
+        if errors:
+            print(f"triage: {len(errors)} signature error(s) in {opts.signatures}", file=sys.stderr)
+        return bool(errors)
+    return False
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"triage: {message} (see triage --help)", file=sys.stderr)
@@ -162,16 +186,8 @@ def triage_main(argv: list[str]) -> int:
     from triage.kb.store import load_current
     from triage.read import InputError
 
-    if opts.db is not None and not opts.no_history:
-        from triage.history.schema import HistoryError, refuse_foreign
-
-        try:
-            refuse_foreign(opts.db)  # before any work: never write into someone else's file
-        except HistoryError as exc:
-            print(f"triage: {exc}", file=sys.stderr)
-            return EXIT_USAGE
     kb = load_current(opts.signatures, opts.kb_path)
-    if opts.signatures is not None and _signature_errors(opts.signatures, opts.kb_path):
+    if _refused(opts):
         return EXIT_USAGE
     options = RunOptions(
         engine=opts.engine,
@@ -195,19 +211,6 @@ def triage_main(argv: list[str]) -> int:
         _record_history(report, opts.db, opts.run_id)
     _emit(report, opts.format, opts.explain, opts.color)
     return EXIT_FAILURE if report.failed else EXIT_OK
-
-
-def _signature_errors(root: Path, kb_path: Path | None) -> bool:
-    """A user's signature directory must load whole: print each bad file and field (a typo
-    would otherwise disable that signature without a word)."""
-    from triage.kb.load import recorded_errors
-
-    errors = recorded_errors(root, kb_path)
-    for error in errors:
-        print(f"triage: {error}", file=sys.stderr)
-    if errors:
-        print(f"triage: {len(errors)} signature error(s) in {root}: fix them", file=sys.stderr)
-    return bool(errors)
 
 
 def _record_history(report: Report, db: Path | None, run_id: str | None) -> None:
