@@ -74,13 +74,13 @@ def _refused(opts: argparse.Namespace) -> bool:
             print(f"triage: {exc}", file=sys.stderr)
             return True
     if opts.signatures is not None:
-        from triage.kb.load import recorded_errors
+        from triage.kb.load import unloaded_errors
 
-        errors = recorded_errors(opts.signatures, opts.kb_path)
+        errors = unloaded_errors(opts.signatures, opts.kb_path)
         for error in errors:
             print(f"triage: {error}", file=sys.stderr)
         if errors:
-            print(f"triage: {len(errors)} signature error(s) in {opts.signatures}", file=sys.stderr)
+            print(f"triage: {opts.signatures}: signature files that do not load", file=sys.stderr)
         return bool(errors)
     return False
 

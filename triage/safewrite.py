@@ -30,8 +30,8 @@ def check_target(path: Path, what: str, is_ours: Callable[[Path, bytes], bool]) 
     head)` (head: its first HEAD_BYTES bytes). `what` names the file in the message."""
     try:
         st = path.stat()
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing there to destroy (writing it may still fail, as for any new file)
     except OSError as exc:
         raise ForeignFileError(f"{path}: cannot check it before writing: {exc.strerror}") from None
     if path.is_dir():

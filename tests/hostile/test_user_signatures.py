@@ -85,6 +85,8 @@ def test_kb_build_fails_naming_the_file_and_field(tmp_path: Path, case: str) -> 
     assert bad_lines, proc.stderr
     for word in NAMED[case]:
         assert any(word in x for x in bad_lines), (word, proc.stderr)
+    again = _triage("kb", "build", "--signatures", str(root), "--kb", str(tmp_path / "kb.db"))
+    assert again.returncode == 2 and f"{case}.yaml" in again.stderr  # "up to date" is no way out
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))

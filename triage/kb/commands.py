@@ -120,6 +120,7 @@ def build(
                 meta = store.read_meta(conn)
             built = meta.values.get("built_at")
             typer.echo(f"{path}: up to date ({meta.rows} signatures, built {built})")
+            _fail_on_unloaded(path)
             raise typer.Exit(EXIT_OK)
     try:
         result = store.build(root, path)
@@ -132,11 +133,22 @@ def build(
         f"{result.seconds:.2f}s"
         + (f", {len(result.errors)} file error(s) (see `triage kb lint`)" if result.errors else "")
     )
-    if result.errors:
-        # a signature that does not load is missing from the KB: say which, and fail the build
-        for error in result.errors:
-            typer.echo(f"triage: {error}", err=True)
-        raise _fail(f"{len(result.errors)} signature file error(s): built without them")
+    _fail_on_unloaded(result.path)
+
+
+def _fail_on_unloaded(path: Path) -> None:
+    """A signature file that does not load is missing from the KB: name each one and why, and
+    fail the build (exit 2), whether it was just built or already up to date."""
+    from triage.kb.load import unloaded
+
+    with contextlib.closing(store.connect_ro(path)) as conn:
+        loaded = {row[0] for row in conn.execute("SELECT path FROM signatures")}
+        dropped = unloaded(store.read_errors(conn), loaded)
+    for error in dropped:
+        typer.echo(f"triage: {error}", err=True)
+    if dropped:
+        files = len({e.path for e in dropped})
+        raise _fail(f"{files} signature file(s) did not load: the KB was built without them")
 
 
 # -- kb search -----------------------------------------------------------------------------------

@@ -160,9 +160,15 @@ def load_signatures(root: Path | None = None) -> LoadResult:
     return result
 
 
-def recorded_errors(root: Path, kb_path: Path | None = None) -> list[LoadError]:
-    """The load errors of a signature directory: read from its compiled knowledge base when that
-    is current (a query, no YAML parsed), else found by loading the YAML again."""
+def unloaded(errors: list[LoadError], loaded: set[str]) -> list[LoadError]:
+    """The errors of files that did not load at all (their signature is missing from the KB),
+    as against problems of a signature that still loaded (an unknown `explains` id)."""
+    return [e for e in errors if e.path not in loaded]
+
+
+def unloaded_errors(root: Path, kb_path: Path | None = None) -> list[LoadError]:
+    """The errors of the signature files of root that did not load: read from its compiled
+    knowledge base when that is current (a query, no YAML parsed), else by loading the YAML."""
     import contextlib
 
     from triage.kb import store
@@ -170,5 +176,7 @@ def recorded_errors(root: Path, kb_path: Path | None = None) -> list[LoadError]:
     conn = store.open_current(root, kb_path or store.default_db_path(root))
     if conn is not None:
         with contextlib.closing(conn):
-            return store.read_errors(conn)
-    return load_signatures(root).errors
+            loaded = {row[0] for row in conn.execute("SELECT path FROM signatures")}
+            return unloaded(store.read_errors(conn), loaded)
+    result = load_signatures(root)
+    return unloaded(result.errors, {str(p) for p in result.paths.values()})
