@@ -5,7 +5,8 @@
 Each input is generated in a temporary directory (nothing is downloaded, nothing is kept), then
 `python -m triage --no-history -f json` runs on it in its own process group under a time limit;
 the parent reads the child's peak RSS from `wait4` (the kernel's rusage, so the process
-substitution's `zcat` counts too). It prints one Markdown row per input: exit status, peak RSS,
+substitution's `zcat` counts too). Inputs are built in a separate process, so that the measuring
+process stays small (a child's peak includes what its parent held when it forked). It prints one Markdown row per input: exit status, peak RSS,
 wall time, and what came out (a report, a refusal, the limit). A measurement, not a test: the
 numbers depend on the machine; docs/robustness.md quotes a run.
 """
@@ -169,10 +170,10 @@ def cases(bomb_gib: int, endless_s: float) -> list[Case]:
             stdin=lambda d: d / "bomb.log.zst",
         ),
         Case(
-            "gzip-bomb-cap64",
-            "the .gz bomb with `--max-decompressed 64`",
+            "gzip-bomb-cap16",
+            "the .gz bomb with `--max-decompressed 16`",
             lambda d: [str(_gzip_bomb(d, bomb_gib))],
-            extra=["--max-decompressed", "64"],
+            extra=["--max-decompressed", "16"],
         ),
         Case("newline-bomb", "640 MiB of LF, .gz", _newline_bomb),
         Case("random", "10 MiB of random bytes", _random),
@@ -184,8 +185,23 @@ def cases(bomb_gib: int, endless_s: float) -> list[Case]:
     ]
 
 
-def run_case(case: Case, workdir: Path, env: dict[str, str], timeout: float) -> dict[str, object]:
-    args = case.make(workdir)
+def _make_in_a_child(name: str, workdir: Path, opts: argparse.Namespace) -> list[str]:
+    """Build one input in a separate process: the kernel counts the RSS a process had before it
+    exec'd `triage` into `triage`'s peak, so the measuring process must stay small."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--make", name, str(workdir), "--bomb-gib", str(opts.bomb_gib)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    args: list[str] = json.loads(proc.stdout)
+    return args
+
+
+def run_case(
+    case: Case, workdir: Path, env: dict[str, str], timeout: float, opts: argparse.Namespace
+) -> dict[str, object]:
+    args = _make_in_a_child(case.name, workdir, opts)
     cmd = [sys.executable, "-m", "triage", "--no-history", "-f", "json", *case.extra, *args]
     if case.shell:
         cmd = ["bash", "-c", "exec " + " ".join(cmd)]
@@ -219,7 +235,7 @@ def run_case(case: Case, workdir: Path, env: dict[str, str], timeout: float) -> 
             time.sleep(0.02)
         wall = time.monotonic() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
-    stderr = err_path.read_text(errors="replace").strip().splitlines()
+    stderr = err_path.read_text(errors="replace").replace(f"{workdir}/", "").strip().splitlines()
     outcome = _outcome(out_path.read_bytes(), stderr, killed, limit)
     return {
         "name": case.name,
@@ -233,11 +249,11 @@ def run_case(case: Case, workdir: Path, env: dict[str, str], timeout: float) -> 
 
 def _outcome(stdout: bytes, stderr: list[str], killed: bool, limit: float) -> str:
     if killed:
-        return f"still reading at the {limit:g} s limit (endless input)"
+        return f"killed at the {limit:g} s limit, still reading"
     try:
         report = json.loads(stdout)
     except ValueError:
-        return (stderr[-1] if stderr else "no output")[:140]
+        return (stderr[-1] if stderr else "no output")[:110]
     tops = [h["signature"] for h in report.get("hypotheses", [])[:1]]
     skipped = [
         f"{i['name'].rsplit('/', 1)[-1]}: {i['skipped']}"
@@ -258,7 +274,13 @@ def main() -> None:
     parser.add_argument("--endless", type=float, default=10.0, help="limit for /dev/zero, s")
     parser.add_argument("--bomb-gib", type=int, default=10, help="size of the bombs, GiB")
     parser.add_argument("--only", help="comma-separated case names")
+    parser.add_argument("--make", nargs=2, metavar=("NAME", "DIR"), help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.make:  # the child that builds one input (see _make_in_a_child)
+        name, workdir = opts.make
+        case = next(c for c in cases(opts.bomb_gib, opts.endless) if c.name == name)
+        print(json.dumps(case.make(Path(workdir))))
+        return
     home = Path(tempfile.mkdtemp(prefix="triage-hostile-"))
     env = dict(os.environ, XDG_DATA_HOME=str(home / "data"), XDG_CACHE_HOME=str(home / "cache"))
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -279,7 +301,7 @@ def main() -> None:
                 continue
             workdir = Path(tempfile.mkdtemp(dir=home))
             try:
-                row = run_case(case, workdir, env, opts.timeout)
+                row = run_case(case, workdir, env, opts.timeout, opts)
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
             print(

@@ -40,11 +40,11 @@ MAX_LINE = 1 << 20
 MAX_DECOMPRESSED = 4 << 30
 # Decompression bombs: once the output passes BOMB_CHECK_AFTER, a compression ratio above
 # BOMB_RATIO refuses the input. Logs compress 5-10x (the corpus: 5.2x gzip, 5.6x zstd); a 10 GiB
-# bomb of zeros is 228x-1,030x (gzip) to 32,000x (zstd), and is refused after 64 MiB of output
+# bomb of zeros is 228x-1,030x (gzip) to 32,000x (zstd), and is refused after 32 MiB of output
 # instead of 4 GiB. The ratio is measured on the compressed bytes read so far (read-ahead
 # included, so it errs low). Smaller inputs never reach the check: --max-decompressed holds.
 BOMB_RATIO = 100
-BOMB_CHECK_AFTER = 64 << 20
+BOMB_CHECK_AFTER = 32 << 20
 # JSON-per-line input: a line nested deeper than this is read as plain text (json.loads would
 # recurse into a RecursionError at about 1,000 levels; journald and docker lines have 1 or 2).
 MAX_JSON_DEPTH = 64

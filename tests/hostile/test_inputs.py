@@ -280,7 +280,7 @@ def test_a_bomb_is_refused_by_its_ratio_long_before_the_size_limit(
         with pytest.raises(InputError, match="compression ratio"):
             for _ in segments:
                 pass
-    assert source.bytes <= 80 << 20  # refused after about 64 MiB, not 1 GiB (nor 4 GiB)
+    assert source.bytes <= 80 << 20  # refused after 32-64 MiB, not 1 GiB (nor 4 GiB)
     assert time.monotonic() - start < 30  # generous: a loaded CI machine; typically 0.3 s
 
 
