@@ -168,3 +168,16 @@ def test_write_atomic_keeps_the_mode_and_leaves_no_temporary(tmp_path: Path) -> 
     assert target.read_text() == "new\n"
     assert target.stat().st_mode & 0o777 == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["out.md"]
+
+
+def test_bench_ledger_keeps_a_users_csv(tmp_path: Path) -> None:
+    results = ROOT / "tests" / "fixtures" / "bench" / "bench_h256_00.json"
+    mine = tmp_path / "my-table.csv"
+    mine.write_text("name,score\nalice,1\n")
+    before = _digest(mine)
+    proc = _triage("bench", str(results), "--ledger", str(mine))
+    _refused(proc, mine)
+    assert _digest(mine) == before
+    own = tmp_path / "ledger.csv"
+    assert _triage("bench", str(results), "--ledger", str(own)).returncode == 1
+    assert _triage("bench", str(results), "--ledger", str(own)).returncode == 1  # its own: replaced
