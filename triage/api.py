@@ -232,9 +232,9 @@ class Engine:
                     lines=src.lines,
                     format=fmt,
                     bytes=src.bytes,
+                    skip_reason=src.skip_reason if src.skipped else None,
                     digest=digests.get(src.name) or None,
                     skipped=src.skipped,
-                    skip_reason=src.skip_reason if src.skipped else None,
                 )
             )
             if src.skipped:

@@ -61,8 +61,8 @@ class InputInfo:
     format: str
     bytes: int = 0
     digest: str | None = None
-    skipped: str | None = None
     skip_reason: str | None = None  # why `skipped`, in a sentence (absent from older reports)
+    skipped: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)

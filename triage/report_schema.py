@@ -22,8 +22,8 @@ class InputInfo(_Model):
     format: str
     bytes: int = 0
     digest: str | None = None
-    skipped: str | None = None
     skip_reason: str | None = None  # why `skipped`, in a sentence (absent from older reports)
+    skipped: str | None = None
 
 
 class EvidenceOut(_Model):

@@ -397,9 +397,7 @@ def draft(
     path = output or Path(f"{result.id}.yaml")
     if path.exists() and not force:
         raise HistoryError(f"{path} exists: pass --force to overwrite or -o another file")
-    from triage.safewrite import write_atomic
-
-    write_atomic(path, result.text)  # an existing file was refused above (no --force)
+    path.write_text(result.text, encoding="utf-8")
     typer.echo(
         f"wrote {path}: fill in title, layer and fixes, move it to "
         f"signatures/<layer>/{result.id}.yaml, run `triage kb lint`"
