@@ -65,6 +65,35 @@ def test_fuzz_webhook_runs_clean(tmp_path: Path, pytestconfig: pytest.Config) ->
     _assert_clean(_run("webhook", pytestconfig.getoption("--fuzz-seconds"), tmp_path))
 
 
+# Seeds of the reader's hostile paths (issue 17): a journald line nested 3,000-4,800 deep (first,
+# middle, unclosed), a pipe given by path (no seek), the line cap from a pipe and from a file.
+# Each crashed or failed its checks on the reader before the fix; replayed once here, and run
+# first by every fuzz run of the reader.
+HOSTILE_READER_SEEDS = (
+    "nested-json-deep-first",
+    "nested-json-deep-middle",
+    "nested-json-unclosed",
+    "pipe-by-path",
+    "line-cap-pipe",
+    "line-cap-file",
+)
+
+
+def test_fuzz_reader_hostile_seeds_replay_clean(tmp_path: Path) -> None:
+    seeds = [str(FUZZ / "corpus" / "reader" / name) for name in HOSTILE_READER_SEEDS]
+    proc = subprocess.run(
+        [sys.executable, str(FUZZ / "fuzz_reader.py"), f"-artifact_prefix={tmp_path}/", *seeds],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    tail = (proc.stdout + proc.stderr)[-4000:]
+    assert proc.returncode == 0, tail
+    assert tail.count("Executed ") == len(seeds), tail
+
+
 # ---------------------------------------------------------------------------------------------
 # findings, pinned
 

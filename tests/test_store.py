@@ -120,23 +120,39 @@ def test_no_cache_env_means_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert not (tmp_path / "kb.db").exists()
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "foreign"])
+@pytest.mark.parametrize("damage", ["truncated", "header-kept"])
 def test_damaged_compiled_kb_is_rebuilt(tmp_path: Path, damage: str) -> None:
     root = small_root(tmp_path)
     db = tmp_path / "kb.db"
     store.build(root, db)
-    if damage == "garbage":
-        db.write_bytes(b"\x00garbage" * 100)
-    elif damage == "truncated":
-        data = db.read_bytes()
+    data = db.read_bytes()
+    if damage == "truncated":
         db.write_bytes(data[: len(data) // 3])
     else:
-        db.unlink()
-        with sqlite3.connect(db) as conn:
-            conn.execute("CREATE TABLE meta (key, value)")
+        db.write_bytes(data[:100] + b"\x00garbage" * 100)
     kb = store.load_current(root, db)
     assert len(kb.signatures) == 3
     assert store.load_current(root, db).source == "sqlite"
+
+
+@pytest.mark.parametrize("content", ["garbage", "foreign-sqlite"])
+def test_a_file_that_is_not_a_compiled_kb_is_never_overwritten(
+    tmp_path: Path, content: str
+) -> None:
+    """Issue 17: garbage or someone's SQLite (a `meta` table, not ours) at --kb is refused."""
+    from triage.safewrite import ForeignFileError
+
+    root = small_root(tmp_path)
+    db = tmp_path / "kb.db"
+    if content == "garbage":
+        db.write_bytes(b"\x00garbage" * 100)
+    else:
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE meta (key, value)")
+    before = db.read_bytes()
+    with pytest.raises(ForeignFileError, match="refusing to overwrite"):
+        store.load_current(root, db)
+    assert db.read_bytes() == before
 
 
 def test_build_leaves_no_temporaries_and_sweeps_dead_ones(tmp_path: Path) -> None:

@@ -113,10 +113,10 @@ class Engine:
             name, path = spec.name, spec.path
             try:
                 source, segments = self._open(spec)
-            except InputError:
+            except InputError as exc:
                 if strict:
                     raise
-                sources.append(Source(name=name, path=path, skipped="unreadable"))
+                sources.append(Source(name, path, skipped="unreadable", skip_reason=str(exc)))
                 continue
             sources.append(source)
             digest = 0  # CRC-32 of the bytes scanned: a cheap content key for the history
@@ -146,7 +146,7 @@ class Engine:
             except InputError as exc:
                 if strict:
                     raise
-                source.skipped = str(exc)
+                source.skipped, source.skip_reason = "refused", str(exc)
             digests[name] = f"crc32:{digest:08x}" if self.options.digest else ""
         owners = matcher.rescan_needed()
         if rereadable and owners:
@@ -254,13 +254,15 @@ class Engine:
                     lines=src.lines,
                     format=fmt,
                     bytes=src.bytes,
+                    skip_reason=src.skip_reason if src.skipped else None,
                     digest=digests.get(src.name) or None,
                     skipped=src.skipped,
                     launches=launches.get(src.name, []),
                 )
             )
             if src.skipped:
-                skipped.append({"input": src.name, "reason": src.skipped})
+                reason = f"{src.skipped}: {src.skip_reason}" if src.skip_reason else src.skipped
+                skipped.append({"input": src.name, "reason": reason})
             skipped.extend({"input": src.name, "reason": note} for note in src.notes)
         report = Report(
             inputs=inputs,

@@ -70,6 +70,30 @@ def _run_plugin(module_name: str, name: str, args: list[str], prog: str) -> None
     module.APPS[name](args=args, prog_name=prog, standalone_mode=True)
 
 
+def _refused(opts: argparse.Namespace) -> bool:
+    """Checks before a triage: a --db that is not a triage history is refused (never written
+    into); a user's signature directory must load whole, each bad file and field named (a typo
+    would otherwise disable that signature without a word). True: a line was printed, exit 2."""
+    if opts.db is not None and not opts.no_history:
+        from triage.history.schema import HistoryError, refuse_foreign
+
+        try:
+            refuse_foreign(opts.db)
+        except HistoryError as exc:
+            print(f"triage: {exc}", file=sys.stderr)
+            return True
+    if opts.signatures is not None:
+        from triage.kb.load import unloaded_errors
+
+        errors = unloaded_errors(opts.signatures, opts.kb_path)
+        for error in errors:
+            print(f"triage: {error}", file=sys.stderr)
+        if errors:
+            print(f"triage: {opts.signatures}: signature files that do not load", file=sys.stderr)
+        return bool(errors)
+    return False
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"triage: {message} (see triage --help)", file=sys.stderr)
@@ -251,6 +275,8 @@ def triage_main(argv: list[str]) -> int:
 
     no_history = opts.no_history or os.environ.get("TRIAGE_NO_HISTORY", "") not in ("", "0")
     kb = load_current(opts.signatures, opts.kb_path)
+    if _refused(opts):
+        return EXIT_USAGE
     options = RunOptions(
         engine=opts.engine,
         max_decompressed=opts.max_decompressed << 20,
@@ -374,6 +400,11 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # never a traceback for the user
+        from triage.safewrite import ForeignFileError
+
+        if isinstance(exc, ForeignFileError):  # a path to write holds a file that is not ours
+            print(f"triage: {exc}", file=sys.stderr)
+            sys.exit(EXIT_USAGE)
         print(f"triage: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 

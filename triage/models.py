@@ -61,6 +61,7 @@ class InputInfo:
     format: str
     bytes: int = 0
     digest: str | None = None
+    skip_reason: str | None = None  # why `skipped`, in a sentence (absent from older reports)
     skipped: str | None = None
     # lines where an engine start banner begins a launch, when the input holds more than one
     launches: list[int] = field(default_factory=list)

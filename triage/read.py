@@ -3,9 +3,12 @@
 A segment is the unit the matcher scans: its bytes, the 1-based number of its first line, and the
 input it belongs to. Line breaks are LF, CRLF and lone CR, counted the same way whatever the source.
 Memory stays bounded: segments are at most `chunk_size` bytes (longer only for a single longer
-line, up to `max_line`), and compressed input stops at `max_decompressed` bytes.
+line); a line longer than `max_line` is cut to its head and tail around a marker; compressed input
+stops at `max_decompressed` bytes, and sooner when its compression ratio says it is a bomb.
 JSON-per-line logs (`journalctl -o json`, docker's json-file) are decoded here, one message per
 input line, so line numbers still point at the input as given.
+An input that fails half-way (a stream error, a decoder error) ends with the reason recorded on
+its `Source`; the other inputs of a run are not affected.
 """
 
 from __future__ import annotations
@@ -28,8 +31,23 @@ from typing import Any, BinaryIO, Protocol, overload
 # Over 1 GB, medians of 5 alternating runs: 16 MiB 4.9 s, 2 MiB 3.7-3.95 s, 1 MiB 3.55-3.84 s
 # (smaller segments pay more per-segment Python than they gain).
 CHUNK_SIZE = 1 << 20
-MAX_LINE = 256 << 20
+# A line longer than this is cut for matching: its first and last MAX_LINE / 2 bytes are kept
+# around a marker saying how many bytes were left out, and the rest is read past, not held.
+# That bounds memory on input without line breaks (/dev/zero, a bomb of zeros, a binary: an
+# uncut 200 MB line peaked at 431 MB). Log lines that carry a diagnosis are far shorter; the
+# longest real ones are logged prompts and token-id lists, user text that is never matched.
+MAX_LINE = 1 << 20
 MAX_DECOMPRESSED = 4 << 30
+# Decompression bombs: once the output passes BOMB_CHECK_AFTER, a compression ratio above
+# BOMB_RATIO refuses the input. Logs compress 5-10x (the corpus: 5.2x gzip, 5.6x zstd); a 10 GiB
+# bomb of zeros is 228x-1,030x (gzip) to 32,000x (zstd), and is refused after 32 MiB of output
+# instead of 4 GiB. The ratio is measured on the compressed bytes read so far (read-ahead
+# included, so it errs low). Smaller inputs never reach the check: --max-decompressed holds.
+BOMB_RATIO = 100
+BOMB_CHECK_AFTER = 32 << 20
+# JSON-per-line input: a line nested deeper than this is read as plain text (json.loads would
+# recurse into a RecursionError at about 1,000 levels; journald and docker lines have 1 or 2).
+MAX_JSON_DEPTH = 64
 SNIFF_BYTES = 64 << 10
 
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".json", ".jsonl", ".gz", ".zst", ".md", ".sh", ""}
@@ -172,8 +190,27 @@ class Source:
     lines: int = 0
     bytes: int = 0
     skipped: str | None = None
+    skip_reason: str | None = None  # why, in a sentence, when `skipped` is set
     notes: list[str] = field(default_factory=list)
     binary: bool = False
+    cut_lines: int = 0  # lines longer than the cap, cut for matching
+    first_cut_line: int = 0
+    deep_json_lines: int = 0  # JSON lines nested too deep, read as plain text
+    first_deep_json_line: int = 0
+
+    def fail(self, skipped: str, reason: str) -> None:
+        """Record why this input stopped being read (the first reason wins)."""
+        if self.skipped is None or self.skipped == "truncated":
+            self.skipped = skipped
+            self.skip_reason = reason
+
+    def note_once(self, key: str, text: str) -> None:
+        """A note that is counted, not repeated: replaces the earlier note starting with `key`."""
+        for i, note in enumerate(self.notes):
+            if note.startswith(key):
+                self.notes[i] = text
+                return
+        self.notes.append(text)
 
 
 def count_breaks(data: bytes) -> int:
@@ -303,15 +340,45 @@ def _last_break_end(data: bytes | bytearray) -> int:
     return max(lf, cr) + 1
 
 
-class _LimitedReader:
-    """Wraps a decompressing stream and stops it at a byte limit (decompression bombs)."""
+class _RawReader:
+    """The compressed bytes under a decompressor: counts what was read (the bomb ratio), and
+    gives back the few bytes read to sniff the format first, so that a stream that cannot seek
+    (a FIFO, `<(zcat x.gz)`, a pipe) is read from its first byte."""
 
-    def __init__(self, raw: BinaryIO, limit: int, name: str) -> None:
+    def __init__(self, raw: Any, head: bytes = b"") -> None:
+        self._raw = raw
+        self._head = head
+        self.consumed = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            out = self._head if size < 0 else self._head[:size]
+            self._head = self._head[len(out) :]
+        else:
+            out = self._raw.read(size)
+        self.consumed += len(out)
+        return bytes(out)
+
+
+class _LimitedReader:
+    """Wraps a decompressing stream and stops it at a byte limit, or as soon as its compression
+    ratio shows a bomb (see BOMB_RATIO): the check runs on the stream, before gigabytes are
+    inflated."""
+
+    def __init__(
+        self,
+        raw: BinaryIO,
+        limit: int,
+        name: str,
+        compressed: _RawReader | None = None,
+    ) -> None:
         self._raw = raw
         self._left = limit
         self._limit = limit
         self._name = name
         self._pending: Exception | None = None
+        self._compressed = compressed  # the compressed bytes, counted (the ratio)
+        self._out = 0
 
     def read(self, size: int) -> bytes:
         if self._pending is not None:
@@ -343,28 +410,145 @@ class _LimitedReader:
             parts.append(piece)
             got += len(piece)
         self._left -= got
+        self._out += got
+        self._check_ratio()
         return b"".join(parts)
 
+    def _check_ratio(self) -> None:
+        if self._compressed is None or self._out < BOMB_CHECK_AFTER:
+            return
+        ratio = self._out / max(1, self._compressed.consumed)
+        if ratio > BOMB_RATIO:
+            raise InputError(
+                f"{self._name}: compression ratio {ratio:,.0f}:1 after {self._out >> 20} MiB "
+                f"(logs compress about 10:1, the limit is {BOMB_RATIO}:1); refusing a possible "
+                "bomb (decompress it yourself to read it anyway)"
+            )
 
-def _open_stream(path: Path, name: str, max_decompressed: int) -> BinaryIO | _LimitedReader:
+
+def _read_head(fh: BinaryIO, size: int) -> bytes:
+    """Up to `size` bytes, however the writer of a pipe split them."""
+    parts: list[bytes] = []
+    got = 0
+    while got < size:
+        piece = fh.read(size - got)
+        if not piece:
+            break
+        parts.append(piece)
+        got += len(piece)
+    return b"".join(parts)
+
+
+def _decompressing(
+    raw: _RawReader, head: bytes, name: str, max_decompressed: int
+) -> _LimitedReader | None:
+    """A bounded decompressor when `head` is gzip or zstd magic, else None."""
+    if head[:2] == b"\x1f\x8b":
+        inner: Any = gzip.GzipFile(fileobj=raw)  # type: ignore[call-overload]
+    elif head[:4] == b"\x28\xb5\x2f\xfd":
+        import zstandard
+
+        # across frames: pzstd and `zstd -T` with --block write several; a bomb can too
+        inner = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[arg-type]
+    else:
+        return None
+    return _LimitedReader(inner, max_decompressed, name, raw)
+
+
+def _open_stream(path: Path, name: str, max_decompressed: int) -> BinaryIO | ByteStream:
     try:
         fh = path.open("rb")
     except OSError as exc:
         raise InputError(f"{name}: cannot read: {exc.strerror}") from None
-    head = fh.read(4)
-    fh.seek(0)
-    if head[:2] == b"\x1f\x8b":
-        return _LimitedReader(gzip.GzipFile(fileobj=fh), max_decompressed, name)  # type: ignore[arg-type]
-    if head == b"\x28\xb5\x2f\xfd":
-        import zstandard
-
-        reader = zstandard.ZstdDecompressor().stream_reader(fh)
-        return _LimitedReader(reader, max_decompressed, name)
-    return fh
+    try:
+        head = _read_head(fh, 4)
+    except OSError as exc:
+        fh.close()
+        raise InputError(f"{name}: cannot read: {exc.strerror}") from None
+    if fh.seekable():
+        fh.seek(0)
+        stream = _decompressing(_RawReader(fh), head, name, max_decompressed)
+        return fh if stream is None else stream
+    # a FIFO, a character device, process substitution: no seek; the head is given back
+    raw = _RawReader(fh, head)
+    return _decompressing(raw, head, name, max_decompressed) or raw
 
 
 class ByteStream(Protocol):
     def read(self, size: int, /) -> bytes: ...
+
+
+class _LongLine:
+    """A line over the cap, while it is read: its head, and its last bytes so far (its tail)."""
+
+    def __init__(self, first: bytes, max_line: int) -> None:
+        self.half = max_line // 2
+        self.head = first[: self.half]
+        self.tail = first[self.half :][-self.half :]
+        self.total = len(first)
+        self.cr_pending = False  # the bytes so far end on a CR: a LF may follow in the next read
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        self.tail = (
+            data[-self.half :] if len(data) >= self.half else (self.tail + data)[-self.half :]
+        )
+
+    def close(self, line_break: bytes) -> bytes:
+        """The cut line: head, a marker with the count of bytes left out, tail, its break."""
+        left_out = self.total - len(self.head) - len(self.tail)
+        marker = f" [triage: {left_out} bytes of this {self.total}-byte line not read] ".encode()
+        return self.head + marker + self.tail + line_break
+
+
+def _first_break(data: bytes, start: int = 0) -> tuple[int, int]:
+    """Offset and length (1 or 2) of the first line break at or after `start`, or (-1, 0).
+    A CR as the last byte is reported with length 0: a LF may follow in the next read."""
+    lf = data.find(b"\n", start)
+    cr = data.find(b"\r", start, lf if lf >= 0 else len(data))
+    if cr < 0:
+        return (lf, 1) if lf >= 0 else (-1, 0)
+    if cr == len(data) - 1:
+        return cr, 0
+    return cr, 2 if data[cr + 1] == 10 else 1
+
+
+def _continue_long_line(long: _LongLine, data: bytes) -> tuple[bytes | None, bytes]:
+    """Feed the next read to a line over the cap: (the cut line when it ended, bytes after it)."""
+    if long.cr_pending:
+        long.cr_pending = False
+        if data[:1] == b"\n":
+            return long.close(b"\r\n"), data[1:]
+        return long.close(b"\r"), data
+    if not data:
+        return long.close(b""), b""  # the input ends inside the line
+    pos, size = _first_break(data)
+    if pos < 0:
+        long.add(data)
+        return None, b""
+    long.add(data[:pos])
+    if size == 0:
+        long.cr_pending = True
+        return None, b""
+    return long.close(data[pos : pos + size]), data[pos + size :]
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
+def _note_cut(source: Source, line: int, max_line: int) -> None:
+    source.cut_lines += 1
+    source.first_cut_line = source.first_cut_line or line
+    source.note_once(
+        "cut for matching:",
+        f"cut for matching: {source.cut_lines} line(s) longer than {_size(max_line)} "
+        f"(the first: line {source.first_cut_line}); each kept its first and last "
+        f"{_size(max_line // 2)} around a marker",
+    )
 
 
 def iter_segments(
@@ -373,31 +557,40 @@ def iter_segments(
     chunk_size: int = CHUNK_SIZE,
     max_line: int = MAX_LINE,
 ) -> Iterator[Segment]:
-    """Cut a byte stream into segments ending on a line break; count lines as they pass."""
+    """Cut a byte stream into segments ending on a line break; count lines as they pass.
+
+    A line longer than `max_line` is cut to its head and tail (`_LongLine`): what comes between
+    is read and dropped, so memory stays bounded on a stream that never breaks a line."""
+    max_line = max(max_line, chunk_size)
     carry: list[bytes] = []  # the unfinished last line, in pieces: joined once, never regrown
     carried = 0
+    long: _LongLine | None = None
     next_line = 1
     json_mode: bool | None = None
     while True:
-        try:
-            data = stream.read(chunk_size)
-        except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            source.notes.append(f"input truncated or corrupt after {source.bytes} bytes: {exc}")
-            source.skipped = source.skipped or "truncated"
-            data = b""
-        except Exception as exc:  # zstandard raises its own ZstdError
-            if type(exc).__name__ == "ZstdError":
-                source.notes.append(f"input truncated or corrupt after {source.bytes} bytes: {exc}")
-                source.skipped = source.skipped or "truncated"
-                data = b""
-            else:
-                raise
+        data = _read_or_note(stream, chunk_size, source)
         source.bytes += len(data)
+        if long is not None:
+            cut_line, data = _continue_long_line(long, data)
+            if cut_line is None:
+                continue
+            long = None
+            _note_cut(source, next_line, max_line)
+            if json_mode is None:
+                json_mode = _sniff_json(cut_line, source)
+            for seg in _emit(cut_line, source, next_line, json_mode):
+                yield seg
+                next_line += seg.lines
+            if not data:
+                if cut_line.endswith((b"\n", b"\r")):
+                    continue  # more may follow
+                break
         if data and _last_break_end(data) == 0 and carried + len(data) <= max_line:
             carry.append(data)  # still inside one long line
             carried += len(data)
             continue
         buf = b"".join((*carry, data)) if carry else data
+        had_carry, carry, carried = bool(carry), [], 0
         if not data:
             if buf:
                 for seg in _emit(buf, source, next_line, json_mode):
@@ -405,18 +598,80 @@ def iter_segments(
                     next_line += seg.lines
             break
         cut = _last_break_end(buf)
-        if cut == 0:
-            source.notes.append(f"a line longer than {max_line >> 20} MiB was cut")
-            cut = len(buf)
+        if cut == 0:  # one unfinished line past the cap: keep its head, follow its tail
+            long = _LongLine(buf[:-1] if buf.endswith(b"\r") else buf, max_line)
+            long.cr_pending = buf.endswith(b"\r")
+            continue
+        if had_carry:
+            pos, size = _first_break(buf)
+            if pos > max_line:  # the carried line ended in this read, past the cap
+                long = _LongLine(buf[:pos], max_line)
+                cut_line = long.close(buf[pos : pos + size])
+                long = None
+                _note_cut(source, next_line, max_line)
+                if json_mode is None:
+                    json_mode = _sniff_json(cut_line, source)
+                for seg in _emit(cut_line, source, next_line, json_mode):
+                    yield seg
+                    next_line += seg.lines
+                buf = buf[pos + size :]
+                cut = _last_break_end(buf)
         chunk = buf[:cut]
-        carry = [buf[cut:]] if cut < len(buf) else []
-        carried = len(buf) - cut
+        if cut < len(buf):
+            carry, carried = [buf[cut:]], len(buf) - cut
+        if not chunk:
+            continue
         if json_mode is None:
             json_mode = _sniff_json(chunk, source)
         for seg in _emit(chunk, source, next_line, json_mode):
             yield seg
             next_line += seg.lines
     source.lines = next_line - 1
+
+
+def _read_or_note(stream: ByteStream, size: int, source: Source) -> bytes:
+    """One read; a decoder or stream error ends the input (b"") with a note, never the run."""
+    try:
+        return stream.read(size)
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        error: Exception = exc
+    except Exception as exc:  # zstandard raises its own ZstdError
+        if type(exc).__name__ != "ZstdError":
+            raise
+        error = exc
+    source.notes.append(f"input truncated or corrupt after {source.bytes} bytes: {error}")
+    source.skipped = source.skipped or "truncated"
+    return b""
+
+
+def _cut_file_line(
+    fd: int, start: int, stop: int, chunk_size: int, max_line: int
+) -> tuple[bytes, int]:
+    """A line of a file that starts at `start` and is longer than `max_line`: the cut line
+    (head, marker, tail, its break) and the offset after it. Reads past the middle in
+    `chunk_size` steps and keeps none of it."""
+    half = max_line // 2
+    pos = start + max_line - 1  # no break before: the read of max_line bytes had none
+    line_end, size = stop, 0
+    while pos < stop:
+        block = os.pread(fd, min(chunk_size, stop - pos), pos)
+        if not block:
+            line_end = pos  # the file shrank
+            break
+        found, size = _first_break(block)
+        if found >= 0:
+            line_end = pos + found
+            if size == 0:  # a CR as the block's last byte: CRLF or a lone CR
+                size = 2 if os.pread(fd, 1, line_end + 1) == b"\n" else 1
+            break
+        pos += len(block)
+    if line_end - start <= max_line:  # the line ended on the CR that closed the first read
+        return os.pread(fd, line_end + size - start, start), line_end + size
+    long = _LongLine(os.pread(fd, half, start), max_line)
+    tail_len = min(half, line_end - start - half)
+    long.add(os.pread(fd, tail_len, line_end - tail_len) if tail_len else b"")
+    long.total = line_end - start
+    return long.close(os.pread(fd, size, line_end) if size else b""), line_end + size
 
 
 def iter_file_segments(
@@ -429,7 +684,7 @@ def iter_file_segments(
     """Segments of a regular file, each read with one pread into fresh bytes. A segment is the
     read up to its last line break, as a `TextWindow` when large (no copy: the bytes after the
     break are simply read again by the next read). A line longer than a read is read again whole,
-    up to `max_line`, as from a pipe.
+    up to `max_line`; a longer one is cut to its head and tail (`_cut_file_line`).
 
     Reads, not a memory map: a map kills the process with SIGBUS when the file is truncated while
     it is read (a log rotated with copytruncate, a server restarted with `> server.log`); a read
@@ -438,6 +693,7 @@ def iter_file_segments(
 
     `byte_range` (start, end) reads only that part (a --jobs worker's range; both ends must sit
     just after a line break or at the file's ends); line numbers then count from the range."""
+    max_line = max(max_line, chunk_size)
     with path.open("rb", buffering=0) as fh:
         fd = fh.fileno()
         size = os.fstat(fd).st_size
@@ -456,25 +712,28 @@ def iter_file_segments(
                 break
             short = len(chunk) < asked  # the file shrank under us: this is all there is
             end = len(chunk)
+            consumed = 0
             if not short and pos + end < stop:
                 end = _last_break_end(chunk)
                 if end == 0 and want < max_line:
                     want = min(want * 2, max_line)  # inside one long line: read it whole
                     continue
                 if end == 0:
-                    source.notes.append(f"a line longer than {max_line >> 20} MiB was cut")
+                    chunk, consumed = _cut_file_line(fd, pos, stop, chunk_size, max_line)
+                    consumed -= pos
                     end = len(chunk)
+                    _note_cut(source, next_line, max_line)
             want = chunk_size
             data: Text = chunk
             if end < len(chunk):
                 data = TextWindow(chunk, 0, end) if end >= VECTOR_INDEX_MIN else chunk[:end]
-            source.bytes += len(data)
+            source.bytes += consumed or len(data)
             if json_mode is None:
                 json_mode = _sniff_json(data, source)
             for seg in _emit(data, source, next_line, json_mode):
                 yield seg
                 next_line += seg.lines
-            pos += end
+            pos += consumed or end
             if short:
                 source.notes.append(
                     f"the file shrank while it was read: {stop - pos} bytes were gone "
@@ -495,7 +754,7 @@ def _emit(
     if b"\0" in chunk:
         chunk = bytes(chunk).replace(b"\0", b" ")  # NULs would end C strings in the scanners
     if json_mode:
-        chunk = _decode_json_lines(bytes(chunk))
+        chunk = _decode_json_lines(bytes(chunk), source, first_line)
     # ANSI colour stays in the bytes: vLLM colours prefixes, levels and timestamps, never the
     # message, so the scan finds the same lines; candidate lines are stripped before confirmation.
     partial = bool(chunk) and not chunk.endswith((b"\n", b"\r"))
@@ -516,16 +775,49 @@ def _looks_like_json_lines(chunk: Text) -> bool:
     head = chunk[:SNIFF_BYTES].lstrip()
     if not head.startswith(b"{"):
         return False
-    first = head.split(b"\n", 1)[0].strip()
-    try:
-        obj = json.loads(first)
-    except ValueError:
-        return False
-    return isinstance(obj, dict) and any(k in obj for k in _JSON_MESSAGE_KEYS)
+    # the first line that is not nested too deep decides (a hostile first line does not)
+    for first in head.split(b"\n", 8)[:8]:
+        first = first.strip()
+        if _json_too_deep(first):
+            continue
+        try:
+            obj = json.loads(first)
+        except ValueError:
+            return False
+        return isinstance(obj, dict) and any(k in obj for k in _JSON_MESSAGE_KEYS)
+    return False
 
 
 _JSON_MESSAGE_KEYS = ("MESSAGE", "log", "message", "msg", "body")
 _LINE_SPLIT_RE = re.compile(rb"\r\n|\n|\r")
+_JSON_STRING_RE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_BRACKET_RE = re.compile(rb"[\[\]{}]")
+
+
+def _json_too_deep(line: bytes) -> bool:
+    """Whether a JSON line nests deeper than MAX_JSON_DEPTH, found without parsing it (json.loads
+    recurses once per level). Brackets inside strings do not count."""
+    if line.count(b"[") + line.count(b"{") <= MAX_JSON_DEPTH:
+        return False  # the common case: one count at memchr speed
+    depth = 0
+    for bracket in _JSON_BRACKET_RE.findall(_JSON_STRING_RE.sub(b'""', line)):
+        if bracket in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def _note_deep_json(source: Source, line: int) -> None:
+    source.deep_json_lines += 1
+    source.first_deep_json_line = source.first_deep_json_line or line
+    source.note_once(
+        "JSON nested deeper",
+        f"JSON nested deeper than {MAX_JSON_DEPTH} levels: {source.deep_json_lines} line(s) "
+        f"read as plain text (the first: line {source.first_deep_json_line})",
+    )
 
 
 def _json_message(obj: dict[str, object]) -> str | None:
@@ -544,20 +836,26 @@ def _json_message(obj: dict[str, object]) -> str | None:
     return None
 
 
-def _decode_json_lines(chunk: bytes) -> bytes:
-    """Replace each JSON object line by its message (one output line per input line)."""
+def _decode_json_lines(chunk: bytes, source: Source | None = None, first_line: int = 1) -> bytes:
+    """Replace each JSON object line by its message (one output line per input line). A line
+    nested deeper than MAX_JSON_DEPTH stays as it is, plain text, with a note."""
     out: list[bytes] = []
     parts = _LINE_SPLIT_RE.split(chunk)
     trailing = chunk.endswith((b"\n", b"\r"))
     if trailing:
         parts = parts[:-1]
-    for part in parts:
+    for index, part in enumerate(parts):
         text: str | None = None
         if part.startswith(b"{"):
-            try:
-                obj = json.loads(part)
-            except ValueError:
-                obj = None
+            obj: object = None
+            if _json_too_deep(part):
+                if source is not None:
+                    _note_deep_json(source, first_line + index)
+            else:
+                try:
+                    obj = json.loads(part)
+                except ValueError:
+                    obj = None
             if isinstance(obj, dict):
                 text = _json_message(obj)
                 prefix = _json_prefix(obj)
@@ -636,21 +934,16 @@ def read_source(
     max_decompressed: int = MAX_DECOMPRESSED,
     stdin: BinaryIO | None = None,
 ) -> tuple[Source, Iterator[Segment]]:
-    """Open one input; the iterator yields its segments and fills the Source counters."""
-    source = Source(name=name, path=path)
-    if path is None:
-        stream: BinaryIO | _LimitedReader = stdin or sys.stdin.buffer
-        head = stream.peek(4)[:4] if isinstance(stream, io.BufferedReader) else b""
-        if head[:2] == b"\x1f\x8b":
-            stream = _LimitedReader(gzip.GzipFile(fileobj=stream), max_decompressed, name)  # type: ignore[arg-type]
-        elif head == b"\x28\xb5\x2f\xfd":
-            import zstandard
+    """Open one input; the iterator yields its segments and fills the Source counters.
 
-            stream = _LimitedReader(
-                zstandard.ZstdDecompressor().stream_reader(stream),  # type: ignore[arg-type]
-                max_decompressed,
-                name,
-            )
+    An input that cannot be opened raises InputError; one that fails while it is read ends
+    there, with `skipped` and `skip_reason` set on its Source (see `_guarded`)."""
+    source = Source(name=name, path=path)
+    stream: BinaryIO | ByteStream
+    if path is None:
+        stream = stdin or sys.stdin.buffer
+        head = stream.peek(4)[:4] if isinstance(stream, io.BufferedReader) else b""
+        stream = _decompressing(_RawReader(stream), head, name, max_decompressed) or stream
     else:
         if not path.is_file() and not path.is_fifo() and not str(path).startswith("/dev/"):
             raise InputError(f"{name}: not a regular file")
@@ -659,5 +952,20 @@ def read_source(
         # those are read as a stream, to their real end.
         if isinstance(stream, io.BufferedReader) and path.is_file() and path.stat().st_size > 0:
             stream.close()
-            return source, iter_file_segments(path, source, chunk_size=chunk_size)
-    return source, iter_segments(stream, source, chunk_size=chunk_size)
+            return source, _guarded(iter_file_segments(path, source, chunk_size=chunk_size), source)
+    return source, _guarded(iter_segments(stream, source, chunk_size=chunk_size), source)
+
+
+def _guarded(segments: Iterator[Segment], source: Source) -> Iterator[Segment]:
+    """The segments of one input; an unexpected error while reading it ends this input only,
+    recorded as `skipped: failed` with the reason, and the run goes on with the other inputs.
+    InputError (a refused bomb, an unreadable file) still propagates: the caller decides."""
+    try:
+        yield from segments
+    except InputError:
+        raise
+    except Exception as exc:
+        source.fail(
+            "failed",
+            f"reading stopped after {source.bytes} bytes: {type(exc).__name__}: {exc}",
+        )

@@ -22,6 +22,7 @@ class InputInfo(_Model):
     format: str
     bytes: int = 0
     digest: str | None = None
+    skip_reason: str | None = None  # why `skipped`, in a sentence (absent from older reports)
     skipped: str | None = None
     # lines where an engine start banner begins a launch, when the input holds more than one
     launches: list[int] = Field(default_factory=list)

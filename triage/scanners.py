@@ -232,7 +232,9 @@ def _compile_with_prefilter(
                 discard(probe)
         db = compile_set(exprs, flags)
     if db is None:
-        raise RuntimeError("hyperscan: the pattern set does not compile")
+        bad = [e for i, e in enumerate(exprs) if compile_set([e], [flags[i]]) is None]
+        shown = ", ".join(repr(e.decode("utf-8", "replace")) for e in bad[:3]) or "(none alone)"
+        raise RuntimeError(f"hyperscan cannot compile these patterns, even as prefilters: {shown}")
     return db, prefiltered
 
 
@@ -441,30 +443,67 @@ class Re2SetScanner:
 
 
 class ReScanner:
-    """Last resort: one `re` pass per pattern over the bytes (slow with many patterns, but linear-ish)."""
+    """Last resort: one backtracking pass per pattern over the bytes (slow with many patterns,
+    but linear-ish). Every search runs under a timeout (the `regex` module's), so no pattern
+    can hang a run: a pattern that times out on a segment is searched again line by line, and
+    a line it still times out on is passed over (counted in `timeouts`)."""
 
     name = "re"
+    SEGMENT_TIMEOUT_S = 1.0
+    LINE_TIMEOUT_S = 0.05
 
     def __init__(self, patterns: Sequence[str]) -> None:
+        import regex
+
         self._compiled = [
-            re.compile(to_bytes_pattern(p).encode("utf-8", "surrogatepass"), re.MULTILINE)
+            regex.compile(
+                to_bytes_pattern(p).encode("utf-8", "surrogatepass"), regex.MULTILINE | regex.V0
+            )
             for p in patterns
         ]
+        self.timeouts = 0
 
     def scan(self, data: Text, skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
         hits: list[tuple[int, int]] = []
         data = bytes(data)
-        for pid, regex in enumerate(self._compiled):
+        for pid, compiled in enumerate(self._compiled):
             if pid in skip:
                 continue
-            pos = 0
-            while True:
-                m = regex.search(data, pos)
-                if m is None:
-                    break
-                hits.append((max(m.end(), m.start() + 1), pid))
-                pos = _next_line(data, max(m.end(), m.start() + 1), len(data))
+            try:
+                self._search(compiled, data, 0, len(data), pid, hits, self.SEGMENT_TIMEOUT_S)
+            except TimeoutError:
+                self._search_by_line(compiled, data, pid, hits)
         return hits
+
+    @staticmethod
+    def _search(
+        compiled: Any,
+        data: bytes,
+        pos: int,
+        end: int,
+        pid: int,
+        hits: list[tuple[int, int]],
+        timeout: float,
+    ) -> None:
+        while True:
+            m = compiled.search(data, pos, end, timeout=timeout)
+            if m is None:
+                return
+            hits.append((max(m.end(), m.start() + 1), pid))
+            pos = _next_line(data, max(m.end(), m.start() + 1), end)
+
+    def _search_by_line(
+        self, compiled: Any, data: bytes, pid: int, hits: list[tuple[int, int]]
+    ) -> None:
+        del hits[len(hits) - sum(1 for _, p in hits if p == pid) :]  # this pattern's partial hits
+        pos, n = 0, len(data)
+        while pos < n:
+            end = _next_line(data, pos, n)
+            try:
+                self._search(compiled, data, pos, end, pid, hits, self.LINE_TIMEOUT_S)
+            except TimeoutError:
+                self.timeouts += 1
+            pos = end
 
 
 def _next_line(data: bytes, pos: int, end: int) -> int:
@@ -510,7 +549,12 @@ def make_scanner(patterns: Sequence[str], engine: str | None = None) -> Scanner:
                 raise
             name = available_engines()[1]
     if name == "hyperscan":
-        return HyperscanScanner(patterns)
+        try:
+            return HyperscanScanner(patterns)
+        except RuntimeError:  # a pattern it cannot take: a slower engine still scans them all
+            if engine == name:
+                raise
+            name = "re2" if _re2 is not None else "re"
     if name == "re2":
         return Re2SetScanner(patterns)
     return ReScanner(patterns)

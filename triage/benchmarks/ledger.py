@@ -39,6 +39,10 @@ def write(path: Path, findings: list[Finding], inputs: list[Path]) -> int:
     if path.resolve() in resolved:
         raise ValueError(f"{path} is one of the results files; the ledger never overwrites results")
     rows = [f for f in findings if f.invalid]
+    from triage.safewrite import check_target, starts_with
+
+    # a user's own CSV at --ledger is never replaced (ForeignFileError: one line, exit 2)
+    check_target(path, "a triage invalid-row ledger", starts_with(",".join(COLUMNS).encode()))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)

@@ -20,6 +20,7 @@ from typing import Any
 from triage.api import Engine
 from triage.bot.diagnose import Diagnosis, TextInput, diagnose, report_json
 from triage.read import is_log_like
+from triage.safewrite import check_target, write_atomic
 
 OUTPUTS = ("triage.md", "triage.json")
 COMMAND_FILES = ("cmd.sh", "launch.sh", "command.txt", "cmd.txt", "run.sh")
@@ -164,13 +165,24 @@ def triage_run(
 
 
 def write_outputs(result: RunResult) -> None:
-    """Write `triage.md` and `triage.json` (redacted) into the run directory, atomically."""
-    for fname, content in (
-        ("triage.md", result.diagnosis.markdown),
-        ("triage.json", report_json(result.diagnosis.report)),
-    ):
+    """Write `triage.md` and `triage.json` (redacted) into the run directory, atomically. A file
+    of that name that triage did not write (a user's own notes, another tool's JSON) is never
+    replaced: ForeignFileError, before either file is written."""
+    outputs = (
+        ("triage.md", result.diagnosis.markdown, "a triage comment", _is_triage_markdown),
+        ("triage.json", report_json(result.diagnosis.report), "a triage report", _is_report),
+    )
+    for fname, _, what, is_ours in outputs:
+        check_target(result.run_dir / fname, what, is_ours)
+    for fname, content, _, _ in outputs:
         target = result.run_dir / fname
-        tmp = result.run_dir / f".{fname}.tmp"
-        tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, target)
+        write_atomic(target, content)
         result.written.append(target)
+
+
+def _is_triage_markdown(_path: Path, head: bytes) -> bool:
+    return head.startswith((b"<!-- triage-bot -->", b"<!-- triage-bot v"))  # a comment's marker
+
+
+def _is_report(_path: Path, head: bytes) -> bool:
+    return head.lstrip().startswith(b"{") and b'"schema": "triage.report/' in head[:256]

@@ -27,6 +27,7 @@ from triage.bot.rundir import (
     write_outputs,
 )
 from triage.redact import redact
+from triage.safewrite import ForeignFileError
 
 MAX_DEPTH = 6
 
@@ -117,7 +118,11 @@ class Watcher:
             self.done[run] = stamp
             if not result.failed:
                 continue
-            write_outputs(result)
+            try:
+                write_outputs(result)
+            except ForeignFileError as exc:  # a user's own triage.md: leave it, say so
+                self.echo(f"{run}: not written: {exc}")
+                continue
             top = result.diagnosis.report.hypotheses
             name = top[0].signature if top else "unrecognized failure"
             self.echo(f"{run}: {name} -> {run / 'triage.md'}")

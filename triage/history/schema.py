@@ -146,6 +146,29 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
+def refuse_foreign(db_path: Path | str) -> None:
+    """Raise HistoryError when db_path holds a file that is not a triage history (not SQLite, or
+    someone else's database), before anything opens it for writing. Missing or zero-length: new.
+    Call it before any connection to that file exists in this process (see `_precheck`)."""
+    path = resolve(db_path)
+    _precheck(path)
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            return
+    except OSError as exc:
+        raise HistoryError(f"cannot open history database {path}: {exc.strerror}") from None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise HistoryError(f"cannot open history database {path}: {exc}") from None
+    try:
+        _identify(conn, path)
+    except sqlite3.DatabaseError as exc:
+        raise damaged(path, exc) from None
+    finally:
+        conn.close()
+
+
 def connect(db_path: Path | str | None = None, *, create: bool = True) -> sqlite3.Connection:
     """Open (and if needed create) the history database with the project's pragmas.
 

@@ -21,6 +21,7 @@ import typer
 from triage.cliapp import Output, subcommand_app
 from triage.kb import store
 from triage.kb.records import Signature
+from triage.safewrite import ForeignFileError
 from triage.textutil import neutralise
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -87,6 +88,8 @@ def open_kb(signatures: Path | None, kb: Path | None) -> sqlite3.Connection:
     if conn is None:
         try:
             store.build(root, path)
+        except ForeignFileError as exc:
+            raise _fail(str(exc)) from None
         except (store.StoreError, sqlite3.Error, OSError) as exc:
             raise _fail(
                 f"cannot build the knowledge base at {path}: {exc} "
@@ -117,9 +120,12 @@ def build(
                 meta = store.read_meta(conn)
             built = meta.values.get("built_at")
             typer.echo(f"{path}: up to date ({meta.rows} signatures, built {built})")
+            _fail_on_unloaded(path)
             raise typer.Exit(EXIT_OK)
     try:
         result = store.build(root, path)
+    except ForeignFileError as exc:
+        raise _fail(str(exc)) from None
     except (store.StoreError, sqlite3.Error, OSError) as exc:
         raise _fail(f"cannot build {path}: {exc}") from None
     typer.echo(
@@ -127,6 +133,22 @@ def build(
         f"{result.seconds:.2f}s"
         + (f", {len(result.errors)} file error(s) (see `triage kb lint`)" if result.errors else "")
     )
+    _fail_on_unloaded(result.path)
+
+
+def _fail_on_unloaded(path: Path) -> None:
+    """A signature file that does not load is missing from the KB: name each one and why, and
+    fail the build (exit 2), whether it was just built or already up to date."""
+    from triage.kb.load import unloaded
+
+    with contextlib.closing(store.connect_ro(path)) as conn:
+        loaded = {row[0] for row in conn.execute("SELECT path FROM signatures")}
+        dropped = unloaded(store.read_errors(conn), loaded)
+    for error in dropped:
+        typer.echo(f"triage: {error}", err=True)
+    if dropped:
+        files = len({e.path for e in dropped})
+        raise _fail(f"{files} signature file(s) did not load: the KB was built without them")
 
 
 # -- kb search -----------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """Discover and parse signature YAML files into validated `Signature`s, collecting every error.
 
 YAML is parsed with a safe loader that refuses aliases and anchors (billion-laughs) and
-duplicate keys; each error names the file and the field.
+duplicate keys; each error names the file and the field. Every regex must compile and pass the
+backtracking check `kb lint` applies (`triage.kb.redos`): a signature that fails either is not
+loaded, on every path (`kb build`, `--signatures DIR`, the shipped KB), and the error names the
+file, the field and the pattern.
 """
 
 from __future__ import annotations
@@ -86,12 +89,47 @@ def load_signature_file(path: Path) -> tuple[Signature | None, list[LoadError]]:
             for err in exc.errors()
         ]
         return None, errors
+    bad_patterns = pattern_errors(sig, shown)
+    if bad_patterns:
+        return None, bad_patterns
     problems: list[LoadError] = []
     if sig.id != path.stem:
         problems.append(LoadError(shown, "id", f"id {sig.id!r} differs from file stem"))
     if sig.layer != path.parent.name:
         problems.append(LoadError(shown, "layer", f"layer {sig.layer!r} differs from directory"))
     return sig, problems
+
+
+def _patterns(sig: Signature) -> list[tuple[str, str]]:
+    """(field, regex) of every pattern of a signature, fields named as `kb lint` names them."""
+    out = [(f"match[{i}].regex", p.regex) for i, p in enumerate(sig.match)]
+    out += [(f"not[{i}].regex", p.regex) for i, p in enumerate(sig.not_)]
+    out += [
+        (f"differential[{i}].evidence[{j}]", ev)
+        for i, d in enumerate(sig.differential)
+        for j, ev in enumerate(d.evidence)
+    ]
+    return out
+
+
+def pattern_errors(sig: Signature, shown: str) -> list[LoadError]:
+    """A regex that does not compile, or that backtracks catastrophically (the shapes `kb lint`
+    rejects), makes the whole signature unloadable: one error per bad pattern."""
+    from triage.kb.redos import redos_issues
+    from triage.regexes import compile_linear
+
+    errors: list[LoadError] = []
+    for where, pattern in _patterns(sig):
+        try:
+            compile_linear(pattern)  # what confirms it in a run (cached for that run)
+        except Exception as exc:  # regex.error, or OverflowError on a huge repeat count
+            errors.append(LoadError(shown, where, f"invalid regex {pattern!r}: {exc}"))
+            continue
+        errors.extend(
+            LoadError(shown, where, f"regex {pattern!r} rejected: {issue}")
+            for issue in redos_issues(pattern)
+        )
+    return errors
 
 
 def load_signatures(root: Path | None = None) -> LoadResult:
@@ -120,3 +158,25 @@ def load_signatures(root: Path | None = None) -> LoadResult:
                     LoadError(str(result.paths[sig.id]), "explains/related", f"unknown id {ref!r}")
                 )
     return result
+
+
+def unloaded(errors: list[LoadError], loaded: set[str]) -> list[LoadError]:
+    """The errors of files that did not load at all (their signature is missing from the KB),
+    as against problems of a signature that still loaded (an unknown `explains` id)."""
+    return [e for e in errors if e.path not in loaded]
+
+
+def unloaded_errors(root: Path, kb_path: Path | None = None) -> list[LoadError]:
+    """The errors of the signature files of root that did not load: read from its compiled
+    knowledge base when that is current (a query, no YAML parsed), else by loading the YAML."""
+    import contextlib
+
+    from triage.kb import store
+
+    conn = store.open_current(root, kb_path or store.default_db_path(root))
+    if conn is not None:
+        with contextlib.closing(conn):
+            loaded = {row[0] for row in conn.execute("SELECT path FROM signatures")}
+            return unloaded(store.read_errors(conn), loaded)
+    result = load_signatures(root)
+    return unloaded(result.errors, {str(p) for p in result.paths.values()})

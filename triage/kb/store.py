@@ -37,6 +37,7 @@ from triage.kb.paths import (
     signature_files,
 )
 from triage.kb.records import Signature as SignatureRecord
+from triage.safewrite import check_target, sqlite_application_id
 
 if TYPE_CHECKING:
     from triage.api import KnowledgeBase
@@ -305,6 +306,7 @@ def build(
     skey = stat_key(root)
     digest = content_hash(root)
     result = result or load_signatures(root)
+    check_target(path, "a compiled triage knowledge base", _is_knowledge_base)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     sweep_temporaries(path)
     tmp = path.with_name(f"{path.name}{_TMP_MARK}{os.getpid()}-{time.monotonic_ns()}")
@@ -365,6 +367,23 @@ def build(
     return BuildResult(
         path, list(result.signatures), list(result.errors), digest, time.perf_counter() - start
     )
+
+
+def _is_knowledge_base(path: Path, head: bytes) -> bool:
+    """Ours: the application id of a compiled KB, or (a file from before the id) an SQLite file
+    with the KB's `meta` and `signatures` tables. A damaged KB keeps its header, so it is ours
+    and rebuilt; anything else (a log, someone's database) is refused, never overwritten."""
+    app_id = sqlite_application_id(head)
+    if app_id is None:
+        return False
+    if app_id == APPLICATION_ID:
+        return True
+    try:
+        with contextlib.closing(connect_ro(path)) as conn:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    except (StoreError, sqlite3.Error, OSError):
+        return False
+    return app_id == 0 and {"meta", "signatures"} <= names
 
 
 def _check(conn: sqlite3.Connection, rows: int) -> None:
