@@ -13,11 +13,11 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from triage.confirm_cache import ConfirmCache, confirm_text
 from triage.frame import frame_line
 from triage.kb.records import Signature
 from triage.models import Hit, Line
 from triage.read import Segment
-from triage.regexes import compile_linear
 from triage.scanners import Scanner, make_scanner
 from triage.usertext import hide_user_text
 
@@ -115,6 +115,7 @@ class Matcher:
         self.rereadable = False
         self._skipped: set[int] = set()  # waiting patterns of overflowed signatures (rereadable)
         self._skip_cache: tuple[tuple[int, int], frozenset[int]] = ((0, -1), frozenset())
+        self.confirmer = ConfirmCache()  # a line repeated up to its numbers is confirmed once
 
     def _scanner_for(self, pattern_ids: Iterable[int]) -> tuple[Scanner, list[list[int]]]:
         """One scanner pattern per distinct regex (signatures share evidence patterns such as
@@ -227,10 +228,8 @@ class Matcher:
                 )
             else:
                 raw_bytes = segment.data[start:end]
-            line = Line(
-                input=segment.input, number=number, raw=raw_bytes.decode("utf-8", "replace")
-            )
-            frame_line(line)
+            decoded = raw_bytes.decode("utf-8", "replace")
+            line = Line(segment.input, number, decoded, confirm_text(decoded))
             self._confirm(line, sorted(eager))
 
     def _skip_for(self, users: list[list[int]]) -> frozenset[int]:
@@ -259,18 +258,18 @@ class Matcher:
 
     def _confirm_waited(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
         for input_name, number, raw, pids in entries:
-            line = Line(input=input_name, number=number, raw=raw.decode("utf-8", "replace"))
-            frame_line(line)
-            self._confirm(line, pids)
+            text = raw.decode("utf-8", "replace")
+            self._confirm(Line(input_name, number, text, confirm_text(text)), pids)
 
     def _confirm(self, line: Line, pattern_ids: Iterable[int]) -> None:
         text = line.text
         rejected: dict[str, bool] = {}
+        framed = False  # framed once, and only when kept as a hit (the cost of a candidate)
         for pid in pattern_ids:
             ref = self.table.refs[pid]
             confirmed = True
             try:
-                found = compile_linear(ref.regex).search(text)
+                found = self.confirmer.captures(ref.regex, text)
             except TimeoutError:
                 found, confirmed = None, False
             if found is None and confirmed:
@@ -284,9 +283,11 @@ class Matcher:
             self.result.last_line[pid] = line
             if self.result.counts[pid] > KEEP_HITS_PER_PATTERN:
                 continue
-            captures = dict(found.captures) if found else {}
+            captures = dict(found) if found is not None else {}
             if ref.kind == "diff":
                 captures["__branch__"] = ref.role
+            if not framed:
+                framed = bool(frame_line(line))
             self.result.hits.append(
                 Hit(
                     signature=ref.owner,
@@ -303,7 +304,7 @@ class Matcher:
     def _rejected_by_not(self, sig_id: str, text: str) -> bool:
         for regex in self.table.not_patterns.get(sig_id, ()):
             try:
-                if compile_linear(regex).search(text):
+                if self.confirmer.captures(regex, text) is not None:
                     return True
             except TimeoutError:
                 continue
