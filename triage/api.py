@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from triage.events import SALIENT_PATTERNS, group_tracebacks, unexplained
 from triage.facts import FACT_PATTERNS, STATS_PATTERN, collect_facts
 from triage.frame import detect_format, frame_line
-from triage.kb.records import Signature
+from triage.kb.knowledge import KnowledgeBase
 from triage.match import Matcher, build_table
 from triage.models import Hit, InputInfo, Line, Report, Unrecognized
 from triage.rank import rank
@@ -33,17 +33,6 @@ from triage.read import (
 from triage.textutil import looks_binary, only_journal_markers
 
 FORMAT_SAMPLE_LINES = 200
-
-
-@dataclass
-class KnowledgeBase:
-    signatures: list[Signature]
-    source: str = "yaml"
-    digest: str = ""
-    by_id: dict[str, Signature] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.by_id = {s.id: s for s in self.signatures}
 
 
 def load_kb(root: Path | None = None) -> KnowledgeBase:
