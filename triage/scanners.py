@@ -14,7 +14,6 @@ import functools
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -519,6 +518,8 @@ def make_scanner(patterns: Sequence[str], engine: str | None = None) -> Scanner:
 def _atomic_write(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only when a pattern database is compiled: not on a warm start
+
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
