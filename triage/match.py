@@ -242,6 +242,8 @@ class Matcher:
         return self._skip_cache[1]
 
     def _overflow(self, owner: str) -> None:
+        if owner in self.overflowed and (self._skipped or not self.rereadable):
+            return  # already marked (a full queue reports every further candidate)
         self.overflowed.add(owner)
         if self.rereadable:
             refs = self.table.refs
