@@ -37,9 +37,10 @@ _ASCII_DIGITS_TEXT = frozenset("0123456789")
 _METACHARS = frozenset("\\.[](){}*+?|^$")
 # Lines longer than this are searched directly: a long line rarely repeats, and its key would cost
 # memory in proportion to its length.
-MAX_CACHED_LINE = 4096
-# Entries kept before the memo starts again (bounded memory on logs that never repeat).
-MAX_ENTRIES = 1 << 16
+MAX_CACHED_LINE = 2048
+# Entries kept before the memo starts again: bounded memory on logs that never repeat (at most
+# MAX_ENTRIES distinct lines of MAX_CACHED_LINE characters, 32 MiB; a few MiB on real lines).
+MAX_ENTRIES = 1 << 14
 
 
 def confirm_text(raw: str) -> str:
@@ -133,7 +134,7 @@ class ConfirmCache:
         if enabled is None:
             enabled = os.environ.get("TRIAGE_NO_CONFIRM_CACHE", "") in ("", "0")
         self.enabled = enabled
-        self._memo: dict[tuple[str, str], dict[str, str] | None] = {}
+        self._memo: dict[tuple[str, str, bool], dict[str, str] | None] = {}
         self._text = ""
         self._masked = ""
         self.searches = 0  # RE2 (or `regex`) searches actually run
@@ -148,7 +149,8 @@ class ConfirmCache:
             self._text = text
             self._masked = _DIGIT_RUN.sub("0", text)
         # a pattern that can see digits is reused only on the very same line
-        key = (regex, self._masked) if digit_blind(regex) else (regex, "\n" + text)
+        blind = digit_blind(regex)
+        key = (regex, self._masked if blind else text, blind)
         memo = self._memo
         if key in memo:
             self.reused += 1
