@@ -17,7 +17,7 @@ from triage.confirm_cache import ConfirmCache, confirm_text
 from triage.frame import frame_line
 from triage.kb.records import Signature
 from triage.models import Hit, Line
-from triage.read import Segment
+from triage.read import Segment, Text
 from triage.scanners import Scanner, make_scanner
 from triage.usertext import hide_user_text
 
@@ -31,6 +31,9 @@ MAX_PENDING_LINE = 64 << 10
 # Lines longer than this are confirmed on their head and a window around the match.
 LONG_LINE = 256 << 10
 FRAME_HEAD_BYTES = 4096
+# A window of a file read with more candidates than this is copied to bytes once, so that locating
+# and slicing its lines are native calls rather than the window's Python methods.
+DENSE_SEGMENT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +196,10 @@ class Matcher:
             raw_hits = [hit for hit in raw_hits if hit[1] not in skipped]
             if not raw_hits:
                 return
-        by_line = _locate(segment, raw_hits)
+        data = segment.data
+        if not isinstance(data, bytes) and len(raw_hits) > DENSE_SEGMENT:
+            data = bytes(data)  # one copy, then native find and slices for every line
+        by_line = _locate(segment, raw_hits, data)
         refs = self.table.refs
         for (start, end, number_offset), pattern_ids, last_end in by_line:
             eager = [
@@ -202,7 +208,7 @@ class Matcher:
             number = segment.first_line + number_offset
             if len(eager) < len(pattern_ids):
                 waiting = [pid for pid in pattern_ids if pid not in eager]
-                raw = segment.data[start : min(end, start + MAX_PENDING_LINE)]
+                raw = data[start : min(end, start + MAX_PENDING_LINE)]
                 for owner in {refs[pid].owner for pid in waiting}:
                     queue = self._pending.setdefault(owner, deque(maxlen=PENDING_PER_SIGNATURE))
                     if len(queue) == PENDING_PER_SIGNATURE:
@@ -222,12 +228,12 @@ class Matcher:
                 # last match end, so decoding and confirming stay cheap.
                 lo = max(start + FRAME_HEAD_BYTES, last_end - LONG_LINE // 4)
                 raw_bytes = (
-                    segment.data[start : start + FRAME_HEAD_BYTES]
+                    data[start : start + FRAME_HEAD_BYTES]
                     + b" ... "
-                    + segment.data[lo : min(end, last_end + 1024)]
+                    + data[lo : min(end, last_end + 1024)]
                 )
             else:
-                raw_bytes = segment.data[start:end]
+                raw_bytes = data[start:end]
             decoded = raw_bytes.decode("utf-8", "replace")
             line = Line(segment.input, number, decoded, confirm_text(decoded))
             self._confirm(line, sorted(eager))
@@ -314,7 +320,7 @@ class Matcher:
 
 
 def _locate(
-    segment: Segment, raw_hits: list[tuple[int, int]]
+    segment: Segment, raw_hits: list[tuple[int, int]], data: Text
 ) -> list[tuple[tuple[int, int, int], set[int], int]]:
     """Group (end_offset, pattern) pairs by the line holding the match's last byte.
 
@@ -322,7 +328,6 @@ def _locate(
     by position.
     Every search is bounded by the nearest LF, and line numbers come from the segment's block
     index, so the cost is linear in the candidates, not in the segment."""
-    data = segment.data
     raw_hits.sort()
     out: list[tuple[tuple[int, int, int], set[int], int]] = []
     current_ids: set[int] = set()
