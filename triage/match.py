@@ -320,7 +320,7 @@ class Matcher:
 
 
 def _locate(
-    segment: Segment, raw_hits: list[tuple[int, int]], data: Text
+    segment: Segment, raw_hits: list[tuple[int, int]], data: Text | None = None
 ) -> list[tuple[tuple[int, int, int], set[int], int]]:
     """Group (end_offset, pattern) pairs by the line holding the match's last byte.
 
@@ -328,6 +328,7 @@ def _locate(
     by position.
     Every search is bounded by the nearest LF, and line numbers come from the segment's block
     index, so the cost is linear in the candidates, not in the segment."""
+    data = segment.data if data is None else data  # a copy of the segment's bytes, or itself
     raw_hits.sort()
     out: list[tuple[tuple[int, int, int], set[int], int]] = []
     current_ids: set[int] = set()
