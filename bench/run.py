@@ -500,7 +500,7 @@ def _write_replicated_kb(target: Path, n: int) -> None:
     (target / "engine").mkdir(exist_ok=True)
     while count < n:
         batch = [f"(?:{base[(i + k) % len(base)]}) replica{i + k}" for k in range(10)]
-        sig = {
+        filler = {
             "id": f"replica-{i}",
             "title": f"Replicated filler signature {i}",
             "layer": "engine",
@@ -512,7 +512,7 @@ def _write_replicated_kb(target: Path, n: int) -> None:
             "provenance": {"reproduction": "bench/run.py"},
             "examples": {"match": [f"x replica{i}"], "no_match": ["x"]},
         }
-        (target / "engine" / f"replica-{i}.yaml").write_text(yaml.safe_dump(sig, sort_keys=False))
+        (target / "engine" / f"replica-{i}.yaml").write_text(yaml.safe_dump(filler, sort_keys=False))
         count += len(batch)
         i += 10
 

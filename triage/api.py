@@ -14,7 +14,7 @@ from typing import BinaryIO
 from triage.events import SALIENT_PATTERNS, group_tracebacks, unexplained
 from triage.facts import FACT_PATTERNS, STATS_PATTERN, collect_facts
 from triage.frame import detect_format, frame_line
-from triage.kb.knowledge import KnowledgeBase
+from triage.kb.knowledge import KnowledgeBase as KnowledgeBase  # re-exported: the facade's type
 from triage.match import Matcher, build_table
 from triage.models import Hit, InputInfo, Line, Report, Unrecognized
 from triage.rank import rank
