@@ -54,8 +54,10 @@ def digit_blind(regex: str) -> bool:
     """True when the pattern provably finds the same matches in a line and in its masked text."""
     if not _METACHARS.intersection(regex):  # a plain literal, most evidence patterns
         return bool(regex) and _ASCII_DIGITS_TEXT.isdisjoint(regex)
-    if "[:" in regex or "\\p" in regex or "\\P" in regex:
-        return False  # POSIX and Unicode classes: RE2 syntax Python's parser reads differently
+    if "[:" in regex or "\\p" in regex or "\\P" in regex or "{," in regex:
+        # POSIX and Unicode classes, and `x{,3}` (a repeat to Python, literal text to RE2): syntax
+        # Python's parser reads differently from the engine that confirms
+        return False
     try:
         # the parser of `re` itself: its tree, not a re-implementation
         parsed: Any = importlib.import_module("re._parser").parse(regex)
