@@ -4,6 +4,14 @@
     python bench/run.py --sizes 100 --runs 5
     python bench/run.py --request-logging off   # a server that does not log prompts
     python bench/run.py --vocabulary technical  # prompts dense in log words (a stress case)
+    python bench/run.py --real-only --real-mb 100  # only the failure-dense real-log case
+
+The real-log case (`--real-mb`, default 100) concatenates the repository's own real excerpts
+(corpus/*/*.log and examples/*.log), shuffled by file with a fixed seed and repeated until the
+size is reached: failure-dense text, as a failing node's journal is. There triage runs its default
+command line (history on, written under a temporary XDG_DATA_HOME) beside `--no-history`, and
+Hyperscan alone (the exported patterns compiled once, the file scanned in 1 MiB chunks: the
+scanner's ceiling) is timed on each log, with triage's share of it.
 
 Generates realistic vLLM logs (bench/genlog.py) into bench/data/, exports the knowledge base's
 patterns with `triage kb export-patterns`, then times whole processes (wall clock, output written
@@ -104,6 +112,12 @@ def main() -> None:
     ap.add_argument(
         "--jobs", type=int, default=2, help="also time triage --jobs N on the largest file"
     )
+    ap.add_argument(
+        "--real-mb", type=int, default=100, help="size of the real-log case in MB (0: skip it)"
+    )
+    ap.add_argument(
+        "--real-only", action="store_true", help="only the real-log case (no generated logs)"
+    )
     args = ap.parse_args()
     DATA.mkdir(exist_ok=True)
     # A regular install compiles the package's bytecode; an editable one under
@@ -149,6 +163,11 @@ def main() -> None:
         check=False,
     )
     results: dict[tuple[str, int], tuple[float, float]] = {}
+    if args.real_mb > 0:
+        real = build_real_log(DATA / f"real-{args.real_mb}m.log", args.real_mb)
+        bench_real_log(real, triage, env, rust_file, ere_file, rg, grep, args)
+    if args.real_only:
+        return
     quiet = "-no-request-log" if args.request_logging == "off" else ""
     sizes = [int(s) for s in args.sizes.split(",")]
     for size in sizes:
@@ -205,6 +224,11 @@ def main() -> None:
             )
         print(f"\n== {path.name}: {mb:.0f} MB ==")
         rounds = interleaved(cases, args.runs)
+        hs = hyperscan_alone(path, rust_file, env)
+        if hs is not None:
+            print(
+                f"{'hyperscan alone':<22} {hs:8.2f} s  {mb / hs:8.1f} MB/s  (scan only, in process)"
+            )
         for label, samples in rounds.items():
             wall = statistics.median(w for w, _ in samples)
             rss = max(r for _, r in samples)
@@ -230,6 +254,9 @@ def main() -> None:
                     f"ratio {name} speed: {pooled:.2f}x (ratio of medians); "
                     f"{paired:.2f}x (median of the {args.runs} rounds' ratios)"
                 )
+        if hs is not None:
+            share = hs / results[("triage file", size)][0]
+            print(f"triage's share of hyperscan alone: {share:.1%}")
     if len(sizes) > 1:
         a, b = sizes[0], sizes[-1]
         grow = results[("triage file", b)][0] / results[("triage file", a)][0]
@@ -289,6 +316,162 @@ def main() -> None:
     shutil.rmtree(sig_dir, ignore_errors=True)
 
 
+REAL_SEED = 20261201
+
+
+def build_real_log(path: Path, size_mb: int) -> Path:
+    """corpus/*/*.log and examples/*.log concatenated, shuffled by file (a fixed seed per
+    repetition), repeated to at least size_mb MB: the same bytes on every machine."""
+    import random
+
+    files = sorted(ROOT.glob("corpus/*/*.log")) + sorted(ROOT.glob("examples/*.log"))
+    blobs = [f.read_bytes() for f in files]
+    blobs = [b if b.endswith(b"\n") else b + b"\n" for b in blobs]
+    target = size_mb * 1_000_000
+    marker = path.with_suffix(".key")
+    key = f"{REAL_SEED} {target} " + ",".join(
+        f"{f.relative_to(ROOT)}:{len(b)}" for f, b in zip(files, blobs, strict=True)
+    )
+    import hashlib
+
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    if path.exists() and marker.exists() and marker.read_text() == digest:
+        return path
+    print(f"building {path} from {len(files)} real logs ...", flush=True)
+    written = 0
+    repetition = 0
+    with path.open("wb") as out:
+        while written < target:
+            order = list(range(len(blobs)))
+            random.Random(REAL_SEED + repetition).shuffle(order)
+            for i in order:
+                out.write(blobs[i])
+                written += len(blobs[i])
+            repetition += 1
+    marker.write_text(digest)
+    return path
+
+
+HYPERSCAN_ALONE = """
+import sys, time
+from pathlib import Path
+from triage.scanners import make_scanner
+patterns = Path(sys.argv[2]).read_text().splitlines()
+scanner = make_scanner(patterns)  # compiled once (triage's cache), outside the timing
+matches = 0
+start = time.perf_counter()
+with open(sys.argv[1], "rb") as fh:
+    rest = b""
+    while chunk := fh.read(1 << 20):
+        chunk = rest + chunk
+        cut = chunk.rfind(b"\\n") + 1
+        if cut == 0:
+            rest = chunk
+            continue
+        rest = chunk[cut:]
+        matches += len(scanner.scan(chunk[:cut]))
+    if rest:
+        matches += len(scanner.scan(rest))
+print(time.perf_counter() - start, matches, scanner.name)
+"""
+
+
+def hyperscan_alone(path: Path, patterns: Path, env: dict[str, str]) -> float | None:
+    """Seconds Hyperscan alone takes over the file (median of 3, in one process each): the
+    exported patterns compiled once through triage's scanner (its cache), the file scanned in
+    1 MiB chunks cut at line breaks, every match reported to a Python callback as triage's are."""
+    walls = []
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-c", HYPERSCAN_ALONE, str(path), str(patterns)],
+            capture_output=True,
+            text=True,
+            env={**env, "PYTHONPATH": str(ROOT)},
+            check=False,
+        )
+        if proc.returncode != 0 or "hyperscan" not in proc.stdout:
+            return None
+        walls.append(float(proc.stdout.split()[0]))
+    return statistics.median(walls)
+
+
+def bench_real_log(
+    path: Path,
+    triage: list[str],
+    env: dict[str, str],
+    rust_file: Path,
+    ere_file: Path,
+    rg: str | None,
+    grep: str | None,
+    args: argparse.Namespace,
+) -> None:
+    """The failure-dense case: triage as users run it (history on) and with --no-history,
+    against ripgrep and grep, interleaved; then Hyperscan alone."""
+    mb = path.stat().st_size / 1e6
+    data_home = Path(tempfile.mkdtemp(prefix="triage-bench-xdg-"))
+    default_env = {k: v for k, v in env.items() if k != "TRIAGE_DB"}
+    default_env["XDG_DATA_HOME"] = str(data_home)
+    cases = {
+        "cat": lambda: timed(["cat", str(path)]),
+        "triage (default)": lambda: timed([*triage, str(path)], env=default_env),
+        "triage --no-history": lambda: timed([*triage, "--no-history", str(path)], env=env),
+        "triage --format json": lambda: timed(
+            [*triage, "--no-history", "--format", "json", str(path)], env=env
+        ),
+    }
+    if args.jobs > 1:
+        cases[f"triage --jobs {args.jobs}"] = lambda: timed(
+            [*triage, "--no-history", "--jobs", str(args.jobs), str(path)], env=env
+        )
+    if rg:
+        cases["rg --no-unicode -f"] = lambda: timed(
+            [rg, "-a", "-n", "--no-unicode", "-f", str(rust_file), str(path)], env=env
+        )
+    if grep:
+        cases["grep -E -f"] = lambda: timed(
+            [grep, "-a", "-n", "-E", "-f", str(ere_file), str(path)], env=env
+        )
+    print(f"\n== {path.name}: {mb:.0f} MB of real logs (corpus + examples), failure-dense ==")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    rounds = interleaved(cases, args.runs)
+    medians = {}
+    for label, samples in rounds.items():
+        wall = statistics.median(w for w, _ in samples)
+        rss = max(r for _, r in samples)
+        medians[label] = wall
+        print(
+            f"{label:<22} {wall:8.2f} s  {mb / wall:8.1f} MB/s  peak RSS {rss:7.1f} MiB", flush=True
+        )
+    json_size = _report_size([*triage, "--no-history", "--format", "json", str(path)], env)
+    print(f"JSON report: {json_size / 1e6:.2f} MB for {mb:.0f} MB of input")
+    for subject in ("triage (default)", "triage --no-history", f"triage --jobs {args.jobs}"):
+        for baseline in ("rg --no-unicode -f", "grep -E -f"):
+            if subject in rounds and baseline in rounds:
+                pooled = medians[baseline] / medians[subject]
+                paired = statistics.median(
+                    b[0] / t[0] for b, t in zip(rounds[baseline], rounds[subject], strict=True)
+                )
+                print(
+                    f"ratio {subject} / {baseline.split()[0]} speed: {pooled:.2f}x "
+                    f"(ratio of medians); {paired:.2f}x (median of the rounds' ratios)"
+                )
+    if f"triage --jobs {args.jobs}" in medians:
+        gain = medians["triage --no-history"] / medians[f"triage --jobs {args.jobs}"]
+        print(f"--jobs {args.jobs} speed-up over one job: {gain:.2f}x")
+    hs = hyperscan_alone(path, rust_file, env)
+    if hs is not None:
+        print(f"{'hyperscan alone':<22} {hs:8.2f} s  {mb / hs:8.1f} MB/s  (scan only, in process)")
+        for subject in ("triage (default)", "triage --no-history"):
+            print(f"{subject}'s share of hyperscan alone: {hs / medians[subject]:.1%}")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    shutil.rmtree(data_home, ignore_errors=True)
+
+
+def _report_size(cmd: list[str], env: dict[str, str]) -> int:
+    proc = subprocess.run(cmd, env=env, capture_output=True, check=False)
+    return len(proc.stdout)
+
+
 def _without_none(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_none(v) for k, v in value.items() if v is not None}
@@ -317,7 +500,7 @@ def _write_replicated_kb(target: Path, n: int) -> None:
     (target / "engine").mkdir(exist_ok=True)
     while count < n:
         batch = [f"(?:{base[(i + k) % len(base)]}) replica{i + k}" for k in range(10)]
-        sig = {
+        filler = {
             "id": f"replica-{i}",
             "title": f"Replicated filler signature {i}",
             "layer": "engine",
@@ -329,7 +512,7 @@ def _write_replicated_kb(target: Path, n: int) -> None:
             "provenance": {"reproduction": "bench/run.py"},
             "examples": {"match": [f"x replica{i}"], "no_match": ["x"]},
         }
-        (target / "engine" / f"replica-{i}.yaml").write_text(yaml.safe_dump(sig, sort_keys=False))
+        (target / "engine" / f"replica-{i}.yaml").write_text(yaml.safe_dump(filler, sort_keys=False))
         count += len(batch)
         i += 10
 

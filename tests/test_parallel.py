@@ -116,9 +116,9 @@ def test_a_file_stops_locating_candidates_once_their_queue_overflowed(
     located: list[int] = []
     original = match._locate
 
-    def counting(segment, raw_hits):  # type: ignore[no-untyped-def]
+    def counting(segment, raw_hits, *data):  # type: ignore[no-untyped-def]
         located.append(len(raw_hits))
-        return original(segment, raw_hits)
+        return original(segment, raw_hits, *data)
 
     monkeypatch.setattr(match, "_locate", counting)
     engine = Engine(kb, RunOptions(chunk_size=4 << 10, digest=False))

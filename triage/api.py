@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from triage.events import SALIENT_PATTERNS, UnexplainedLine, group_tracebacks, unexplained
 from triage.facts import FACT_PATTERNS, STATS_PATTERN, collect_facts, launch_index, launch_starts
 from triage.frame import detect_format, frame_line
-from triage.kb.records import Signature
+from triage.kb.knowledge import KnowledgeBase as KnowledgeBase  # re-exported: the facade's type
 from triage.match import Matcher, build_table
 from triage.models import Hit, Hypothesis, InputInfo, Line, Report, Unrecognized
 from triage.rank import Scope, rank
@@ -33,18 +33,10 @@ from triage.read import (
 from triage.redact import redact, redact_report
 from triage.textutil import looks_binary, mask, only_journal_markers
 
+if TYPE_CHECKING:
+    from triage.kb.records import Signature
+
 FORMAT_SAMPLE_LINES = 200
-
-
-@dataclass
-class KnowledgeBase:
-    signatures: list[Signature]
-    source: str = "yaml"
-    digest: str = ""
-    by_id: dict[str, Signature] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.by_id = {s.id: s for s in self.signatures}
 
 
 def load_kb(root: Path | None = None) -> KnowledgeBase:

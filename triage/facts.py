@@ -13,11 +13,12 @@ import contextlib
 import re
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
-
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING, Any
 
 from triage.models import Hit
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 # (fact name, regex). The first capture group named `v` (or the named groups) holds the value.
 FACT_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -268,6 +269,8 @@ def parse_version(text: str) -> Version | None:
     m = re.match(r"[0-9]+(?:\.[0-9]+)*(?:(?:rc|a|b|\.dev|\.post)[0-9]+)*", text.strip())
     if not m:
         return None
+    from packaging.version import InvalidVersion, Version  # only when a log states a version
+
     try:
         return Version(m.group(0))
     except InvalidVersion:

@@ -13,11 +13,11 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from triage.confirm_cache import ConfirmCache, confirm_text
 from triage.frame import frame_line
 from triage.kb.records import Signature
 from triage.models import Hit, Line
-from triage.read import Segment
-from triage.regexes import compile_linear
+from triage.read import Segment, Text
 from triage.scanners import Scanner, make_scanner
 from triage.usertext import hide_user_text
 
@@ -31,6 +31,9 @@ MAX_PENDING_LINE = 64 << 10
 # Lines longer than this are confirmed on their head and a window around the match.
 LONG_LINE = 256 << 10
 FRAME_HEAD_BYTES = 4096
+# A window of a file read with more candidates than this is copied to bytes once, so that locating
+# and slicing its lines are native calls rather than the window's Python methods.
+DENSE_SEGMENT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,7 @@ class Matcher:
         self.rereadable = False
         self._skipped: set[int] = set()  # waiting patterns of overflowed signatures (rereadable)
         self._skip_cache: tuple[tuple[int, int], frozenset[int]] = ((0, -1), frozenset())
+        self.confirmer = ConfirmCache()  # a line repeated up to its numbers is confirmed once
 
     def _scanner_for(self, pattern_ids: Iterable[int]) -> tuple[Scanner, list[list[int]]]:
         """One scanner pattern per distinct regex (signatures share evidence patterns such as
@@ -258,7 +262,10 @@ class Matcher:
             raw_hits = [hit for hit in raw_hits if hit[1] not in skipped]
             if not raw_hits:
                 return
-        by_line = _locate(segment, raw_hits)
+        data = segment.data
+        if not isinstance(data, bytes) and len(raw_hits) > DENSE_SEGMENT:
+            data = bytes(data)  # one copy, then native find and slices for every line
+        by_line = _locate(segment, raw_hits, data)
         refs = self.table.refs
         for (start, end, number_offset), pattern_ids, last_end in by_line:
             eager = [
@@ -267,7 +274,7 @@ class Matcher:
             number = segment.first_line + number_offset
             if len(eager) < len(pattern_ids):
                 waiting = [pid for pid in pattern_ids if pid not in eager]
-                raw = segment.data[start : min(end, start + MAX_PENDING_LINE)]
+                raw = data[start : min(end, start + MAX_PENDING_LINE)]
                 for owner in {refs[pid].owner for pid in waiting}:
                     queue = self._pending.setdefault(owner, deque(maxlen=PENDING_PER_SIGNATURE))
                     if len(queue) == PENDING_PER_SIGNATURE:
@@ -287,16 +294,14 @@ class Matcher:
                 # last match end, so decoding and confirming stay cheap.
                 lo = max(start + FRAME_HEAD_BYTES, last_end - LONG_LINE // 4)
                 raw_bytes = (
-                    segment.data[start : start + FRAME_HEAD_BYTES]
+                    data[start : start + FRAME_HEAD_BYTES]
                     + b" ... "
-                    + segment.data[lo : min(end, last_end + 1024)]
+                    + data[lo : min(end, last_end + 1024)]
                 )
             else:
-                raw_bytes = segment.data[start:end]
-            line = Line(
-                input=segment.input, number=number, raw=raw_bytes.decode("utf-8", "replace")
-            )
-            frame_line(line)
+                raw_bytes = data[start:end]
+            decoded = raw_bytes.decode("utf-8", "replace")
+            line = Line(segment.input, number, decoded, confirm_text(decoded))
             self._confirm(line, sorted(eager))
 
     def _skip_for(self, users: list[list[int]]) -> frozenset[int]:
@@ -309,6 +314,8 @@ class Matcher:
         return self._skip_cache[1]
 
     def _overflow(self, owner: str) -> None:
+        if owner in self.overflowed and (self._skipped or not self.rereadable):
+            return  # already marked (a full queue reports every further candidate)
         self.overflowed.add(owner)
         if self.rereadable:
             refs = self.table.refs
@@ -325,18 +332,18 @@ class Matcher:
 
     def _confirm_waited(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
         for input_name, number, raw, pids in entries:
-            line = Line(input=input_name, number=number, raw=raw.decode("utf-8", "replace"))
-            frame_line(line)
-            self._confirm(line, pids)
+            text = raw.decode("utf-8", "replace")
+            self._confirm(Line(input_name, number, text, confirm_text(text)), pids)
 
     def _confirm(self, line: Line, pattern_ids: Iterable[int]) -> None:
         text = line.text
         rejected: dict[str, bool] = {}
+        framed = False  # framed once, and only when kept as a hit (the cost of a candidate)
         for pid in pattern_ids:
             ref = self.table.refs[pid]
             confirmed = True
             try:
-                found = compile_linear(ref.regex).search(text)
+                found = self.confirmer.captures(ref.regex, text)
             except TimeoutError:
                 found, confirmed = None, False
             if found is None and confirmed:
@@ -350,9 +357,11 @@ class Matcher:
             self.result.last_line[pid] = line
             if self.result.counts[pid] > KEEP_HITS_PER_PATTERN:
                 continue
-            captures = dict(found.captures) if found else {}
+            captures = dict(found) if found is not None else {}
             if ref.kind == "diff":
                 captures["__branch__"] = ref.role
+            if not framed:
+                framed = bool(frame_line(line))
             self.result.hits.append(
                 Hit(
                     signature=ref.owner,
@@ -369,7 +378,7 @@ class Matcher:
     def _rejected_by_not(self, sig_id: str, text: str) -> bool:
         for regex in self.table.not_patterns.get(sig_id, ()):
             try:
-                if compile_linear(regex).search(text):
+                if self.confirmer.captures(regex, text) is not None:
                     return True
             except TimeoutError:
                 continue
@@ -382,7 +391,7 @@ def _diff_role(ref: PatternRef) -> str:
 
 
 def _locate(
-    segment: Segment, raw_hits: list[tuple[int, int]]
+    segment: Segment, raw_hits: list[tuple[int, int]], data: Text | None = None
 ) -> list[tuple[tuple[int, int, int], set[int], int]]:
     """Group (end_offset, pattern) pairs by the line holding the match's last byte.
 
@@ -390,7 +399,7 @@ def _locate(
     by position.
     Every search is bounded by the nearest LF, and line numbers come from the segment's block
     index, so the cost is linear in the candidates, not in the segment."""
-    data = segment.data
+    data = segment.data if data is None else data  # a copy of the segment's bytes, or itself
     raw_hits.sort()
     out: list[tuple[tuple[int, int, int], set[int], int]] = []
     current_ids: set[int] = set()

@@ -16,15 +16,22 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from triage.match import KEEP_HITS_PER_PATTERN
 from triage.read import CHUNK_SIZE, Source, iter_file_segments, native_index
 
 if TYPE_CHECKING:
-    from triage.api import Engine
     from triage.match import Matcher
     from triage.models import Hit
+
+
+class Engine(Protocol):
+    """What the workers need of the engine facade (`triage.api.Engine`, which calls this
+    module: a protocol keeps the import one-way)."""
+
+    def new_matcher(self) -> Matcher: ...
+
 
 _ENGINE: Engine | None = None
 

@@ -14,7 +14,6 @@ import functools
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -563,6 +562,8 @@ def make_scanner(patterns: Sequence[str], engine: str | None = None) -> Scanner:
 def _atomic_write(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        import tempfile  # only when a pattern database is compiled: not on a warm start
+
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")  # mode 0600
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -6,6 +6,7 @@ Everything here is linear-time (`re` over bytes/str with no nested quantifiers).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # Real escape sequences (CSI, OSC) and the ESC-less remnants that survive copy-paste into issues,
 # e.g. "[1;36m(VllmWorker TP0 pid=931083)" or "[0;0m".
@@ -49,6 +50,7 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
 _SPACES_RE = re.compile(r"\s+")
 
 
+@lru_cache(maxsize=1 << 14)  # a failing node repeats its messages on every rank: mask each once
 def mask(text: str, limit: int = 400) -> str:
     """A fingerprint template: numbers, addresses, pids, paths masked; whitespace collapsed."""
     text = text[: limit * 4]

@@ -48,8 +48,8 @@ def elide_user_text(text: str) -> str:
     Markers are taken left to right: a vLLM marker elides the string literal after it, an SGLang
     marker the rest of the line; a marker inside text already elided was quoted by a user and
     is not one. `triage._userblank` applies the same rules to raw bytes before the scan."""
-    if not any(probe in text for probe in _CHEAP_PROBES):
-        return text
+    if "prompt: " not in text and "output: " not in text and "obj=" not in text:
+        return text  # _CHEAP_PROBES, spelled out: this runs on every candidate line
     out: list[str] = []
     pos = 0
     for marker in _MARKER.finditer(text):

@@ -40,7 +40,7 @@ from triage.kb.records import Signature as SignatureRecord
 from triage.safewrite import check_target, sqlite_application_id
 
 if TYPE_CHECKING:
-    from triage.api import KnowledgeBase
+    from triage.kb.knowledge import KnowledgeBase
     from triage.kb.load import LoadResult
     from triage.kb.schema import Signature
 
@@ -175,7 +175,7 @@ def open_current(
 
 def load_current(root: Path | None = None, db_path: Path | None = None) -> KnowledgeBase:
     """The knowledge base of root: compiled when current, rebuilt when stale, else YAML."""
-    from triage.api import KnowledgeBase
+    from triage.kb.knowledge import KnowledgeBase
 
     root = require_signature_dir(root)
     if os.environ.get("TRIAGE_NO_KB_CACHE", "") not in ("", "0"):
@@ -199,7 +199,7 @@ def load_current(root: Path | None = None, db_path: Path | None = None) -> Knowl
 
 
 def _from_yaml(root: Path) -> KnowledgeBase:
-    from triage.api import KnowledgeBase
+    from triage.kb.knowledge import KnowledgeBase
     from triage.kb.load import load_signatures
 
     digest = content_hash(root)
