@@ -40,6 +40,7 @@ PLUGIN_COMMANDS: dict[str, str] = {
     "lint": "triage.preflight.cli",
     "probe": "triage.preflight.cli",
     "bench": "triage.benchmarks.cli",
+    "batch": "triage.fleet.batch_cli",
 }
 # `triage kb <name>` subcommands provided by `triage.kb.commands`.
 KB_PLUGIN_COMMANDS: dict[str, str] = {
