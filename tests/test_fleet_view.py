@@ -280,3 +280,19 @@ def test_fleet_view_in_a_browser(served: str, fleet_db: Path, tmp_path: Path) ->
     shot = Path(os.environ.get("TRIAGE_SCREENSHOT_DIR") or tmp_path) / "fleet-view-chart.png"
     _chromium(chart_url, f"--screenshot={shot}", profile=profile)
     assert shot.stat().st_size > 20_000  # a page with a chart, not a blank one
+
+
+def test_without_datasette_serve_says_how_to_install(fleet_db: Path) -> None:
+    blocked = (
+        "import sys; sys.modules['datasette'] = None; from triage.cli import main; "
+        "main(sys.argv[1:])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked, "history", "serve", "--db", str(fleet_db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "pip install 'triage[fleet]'" in done.stderr
