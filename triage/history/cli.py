@@ -552,20 +552,23 @@ def serve(
     run_view(resolve(db), host, port)
 
 
-class _WithSubcommands:
+class _WithSubcommands(typer.Typer):
     """`triage history` lists runs; `triage history import|serve` are commands of their own
     (the listing takes no positional argument, so the first word is free to choose one)."""
 
     def __init__(self, listing: typer.Typer, commands: dict[str, typer.Typer]) -> None:
-        self.listing = listing
-        self.commands = commands
+        # The listing's own state (its command, help, settings): anything that builds the click
+        # command from this app (CliRunner, --help) sees the listing exactly as before.
+        self.__dict__.update(vars(listing))
+        self.subcommands = commands
 
-    def __call__(self, *, args: list[str], prog_name: str, standalone_mode: bool) -> Any:
-        if args and args[0] in self.commands:
-            return self.commands[args[0]](
-                args=args[1:], prog_name=f"{prog_name} {args[0]}", standalone_mode=standalone_mode
-            )
-        return self.listing(args=args, prog_name=prog_name, standalone_mode=standalone_mode)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        argv = list(kwargs.get("args") or [])
+        if argv and argv[0] in self.subcommands:
+            prog = kwargs.get("prog_name") or "triage history"
+            kwargs.update(args=argv[1:], prog_name=f"{prog} {argv[0]}")
+            return self.subcommands[argv[0]](*args, **kwargs)
+        return super().__call__(*args, **kwargs)
 
 
-APPS["history"] = _WithSubcommands(history_app, {"import": import_app, "serve": serve_app})  # type: ignore[assignment]
+APPS["history"] = _WithSubcommands(history_app, {"import": import_app, "serve": serve_app})
