@@ -186,7 +186,7 @@ def test_without_ray_it_says_how_to_install_and_local_still_runs(tmp_path: Path)
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
-    assert "pip install 'triage[ray]'" in done.stderr and "--local" in done.stderr
+    assert "pip install 'llm-triage[ray]'" in done.stderr and "--local" in done.stderr
     done = subprocess.run(
         [*run, str(tmp_path / "b"), "--local"],
         cwd=ROOT,

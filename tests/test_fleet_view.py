@@ -295,4 +295,4 @@ def test_without_datasette_serve_says_how_to_install(fleet_db: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "pip install 'triage[fleet]'" in done.stderr
+    assert done.stderr.count("\n") == 1 and "pip install 'llm-triage[fleet]'" in done.stderr

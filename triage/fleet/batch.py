@@ -34,7 +34,7 @@ from triage.read import InputError, expand_inputs
 ROW_SCHEMA = "triage.batch-row/1"
 SUMMARY_SCHEMA = "triage.batch-summary/1"
 RAY_MISSING = (
-    "triage batch needs Ray: pip install 'triage[ray]' (from a clone: pip install '.[ray]'), "
+    "triage batch needs Ray: pip install 'llm-triage[ray]' (from a clone: pip install '.[ray]'), "
     "or run it serially with --local"
 )
 

@@ -10,7 +10,7 @@ What `triage history serve` does:
 3. exec `datasette serve --immutable SNAPSHOT --metadata METADATA.json --host 127.0.0.1`.
 
 The snapshot lives in the user's cache directory and is replaced on every start: restart the view
-to see newer runs. Datasette is an optional extra: `pip install 'triage[fleet]'`.
+to see newer runs. Datasette is an optional extra: `pip install 'llm-triage[fleet]'`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from triage.history.schema import APPLICATION_ID, HistoryError
 
 DATABASE = "history"  # Datasette names a database after its file: /history/...
 DATASETTE_MISSING = (
-    "triage history serve needs Datasette: pip install 'triage[fleet]' "
+    "triage history serve needs Datasette: pip install 'llm-triage[fleet]' "
     "(from a clone: pip install '.[fleet]')"
 )
 
