@@ -48,6 +48,7 @@ PLUGIN_COMMANDS: dict[str, str] = {
     "mcp": "triage.mcp.cli",
     "node-check": "triage.fleet.cli",
     "export": "triage.fleet.cli",
+    "batch": "triage.fleet.batch_cli",
 }
 # `triage kb <name>` subcommands of triage.kb.cli, and those provided by `triage.kb.commands`.
 KB_SUBCOMMANDS = ("lint", "eval", "export-patterns", "docs", "build", "search", "show", "stats")

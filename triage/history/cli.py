@@ -509,3 +509,87 @@ def _fix_text(signature: str, fix: str) -> str:
     if sig is None or not 1 <= index <= len(sig.fixes):
         return fix
     return f"#{index}: {sig.fixes[index - 1].do}"
+
+
+# -- triage history import / serve ---------------------------------------------------------------
+
+import_app = subcommand_app(
+    "Load the rows of `triage batch` (DIR/rows.jsonl) into the history: one run per file."
+)
+serve_app = subcommand_app(
+    "Open the history read-only in Datasette: canned queries and a chart of failures per day."
+)
+
+
+@import_app.command("import")
+@_guarded
+def import_rows(
+    rows: Annotated[Path, typer.Argument(help="rows.jsonl written by `triage batch --out DIR`")],
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host", help="Record every run under this host (default: each file's directory name)"
+        ),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Record each row as a run (time: the file's mtime), so `triage history`, `triage stats`
+    and `triage unknown` cover the whole archive. Rows already imported are skipped.
+
+    Example: `triage batch logs/ --out out/ && triage history import out/rows.jsonl`.
+    """
+    from triage.history import importer
+
+    with opened(resolve(db)) as conn:
+        result = importer.import_rows(conn, importer.read_rows(rows), host=host)
+    typer.echo(
+        f"imported {result.imported} runs into {resolve(db)}"
+        + (f", {result.already} already there" if result.already else "")
+        + (
+            f", {result.errors} rows without a report (their input could not be read)"
+            if result.errors
+            else ""
+        )
+    )
+
+
+@serve_app.command("serve")
+@_guarded
+def serve(
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (default loopback only)")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", help="Port")] = 8001,
+    db: DbOption = None,
+) -> None:
+    """Serve a snapshot of the history in Datasette (immutable), with canned queries: failures
+    per signature and layer over time, per host and run, the largest unknown clusters, the
+    signatures that stopped firing; and a chart of failures per day. Restart to see new runs.
+
+    Example: `triage history serve --db fleet.db` then open http://127.0.0.1:8001/history
+    """
+    from triage.fleet.serve import serve as run_view
+
+    run_view(resolve(db), host, port)
+
+
+class _WithSubcommands(typer.Typer):
+    """`triage history` lists runs; `triage history import|serve` are commands of their own
+    (the listing takes no positional argument, so the first word is free to choose one)."""
+
+    def __init__(self, listing: typer.Typer, commands: dict[str, typer.Typer]) -> None:
+        # The listing's own state (its command, help, settings): anything that builds the click
+        # command from this app (CliRunner, --help) sees the listing exactly as before.
+        self.__dict__.update(vars(listing))
+        self.subcommands = commands
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        argv = list(kwargs.get("args") or [])
+        if argv and argv[0] in self.subcommands:
+            prog = kwargs.get("prog_name") or "triage history"
+            kwargs.update(args=argv[1:], prog_name=f"{prog} {argv[0]}")
+            return self.subcommands[argv[0]](*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+APPS["history"] = _WithSubcommands(history_app, {"import": import_app, "serve": serve_app})
