@@ -191,11 +191,18 @@ def test_message_fits_max_output_length() -> None:
     assert tiny == "nvidia-xid-9"
 
 
-def test_severity_warning_makes_a_warning_non_ok() -> None:
-    log = str(CORPUS / "node" / "xid45-nvlink5-caused-by-previous-xid.log")  # Xid 45: a warning
-    assert_protocol(node_check(log), 0)
-    line = assert_protocol(node_check("--severity", "warning", log), 1)
-    assert line.startswith("nvidia-xid-45-preemptive-cleanup: Xid 45")
+def test_severity_warning_makes_a_warning_non_ok(tmp_path: Path) -> None:
+    # Xid 63 "row marked for remapping" alone is a warning (the GPU wants a reset when idle). The
+    # line is gpu-row-remapping-pending's own example. (The corpus's Xid 45 case used to be the
+    # warning here; its lines name the Xid 149/145 before them, so it now routes to that error.)
+    log = tmp_path / "kern.log"
+    log.write_text(
+        "kernel: NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for "
+        "remapping, reset gpu to activate.\n"
+    )
+    assert_protocol(node_check(str(log)), 0)
+    line = assert_protocol(node_check("--severity", "warning", str(log)), 1)
+    assert line.startswith("gpu-row-remapping-pending: Xid 63")
 
 
 # -- windows -------------------------------------------------------------------------------------

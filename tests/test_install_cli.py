@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "vllm-kv-cache-oom.log"
 HEALTHY = ROOT / "corpus" / "healthy" / "vllm-0.10-qwen2-7b-a100-startup-wrapped.log"
-SHM_CASE = ROOT / "corpus" / "engine" / "nccl-tests-shm-segment-extend-failed.log"
+SHM_CASE = ROOT / "corpus" / "node" / "nccl-tests-shm-segment-extend-failed.log"
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -171,14 +171,14 @@ def test_version_names_the_knowledge_base() -> None:
 
 def _small_corpus(tmp_path: Path, wrong: bool) -> Path:
     corpus = tmp_path / "corpus"
-    for rel in ("engine/nccl-tests-shm-segment-extend-failed", "healthy/" + HEALTHY.stem):
+    for rel in ("node/nccl-tests-shm-segment-extend-failed", "healthy/" + HEALTHY.stem):
         for suffix in (".log", ".expected.yaml"):
             src = ROOT / "corpus" / (rel + suffix)
             dest = corpus / (rel + suffix)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dest)
     if wrong:
-        exp = corpus / "engine" / "nccl-tests-shm-segment-extend-failed.expected.yaml"
+        exp = corpus / "node" / "nccl-tests-shm-segment-extend-failed.expected.yaml"
         exp.write_text(re.sub(r"top: \S+", "top: kv-cache-no-memory", exp.read_text(), count=1))
     return corpus
 
