@@ -86,6 +86,8 @@ def _reader(
 @pytest.fixture
 def report_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("TRIAGE_CACHE_DIR", str(tmp_path / "cache"))
+    # no message catalog: this log's lines stay unrecognized, the cluster lookups this test needs
+    monkeypatch.setenv("TRIAGE_CATALOG", str(tmp_path / "no-catalog.sqlite"))
     kb = store.load_current(default_signature_dir(), tmp_path / "kb.db")
     report = Engine(kb).run([str(LOG)])
     assert report.unrecognized and report.hypotheses

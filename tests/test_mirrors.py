@@ -38,6 +38,7 @@ REPORT_PAIRS = [
     (models.FixOut, report_schema.FixOut),
     (models.DifferentialOut, report_schema.DifferentialOut),
     (models.Unrecognized, report_schema.Unrecognized),
+    (models.SourceOut, report_schema.SourceOut),
 ]
 
 

@@ -1,6 +1,6 @@
 """The engine facade: the only module that knows the order of the stages.
 
-read -> (scan + locate + frame + confirm) -> facts -> events -> rank -> Report -> redact.
+read -> (scan + locate + frame + confirm) -> facts -> events -> rank -> catalog -> Report -> redact.
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from triage.events import SALIENT_PATTERNS, UnexplainedLine, group_tracebacks, unexplained
+from triage.events import (
+    SALIENT_PATTERNS,
+    UnexplainedLine,
+    group_tracebacks,
+    process_key,
+    unexplained,
+)
 from triage.facts import FACT_PATTERNS, STATS_PATTERN, collect_facts, launch_index, launch_starts
 from triage.frame import detect_format, frame_line
 from triage.kb.knowledge import KnowledgeBase as KnowledgeBase  # re-exported: the facade's type
@@ -37,6 +43,10 @@ if TYPE_CHECKING:
     from triage.kb.records import Signature
 
 FORMAT_SAMPLE_LINES = 200
+# Traceback frame lines: the message catalog locates a bare exception line by its innermost frame.
+# (The pattern is a literal of triage.catalog.frames, repeated so a run imports that package only
+# when a line needs locating; a test keeps the two equal.)
+CATALOG_FRAME = ("catalog-frame", r'File "[^"\n]{1,400}", line [0-9]+, in ')
 
 
 def load_kb(root: Path | None = None) -> KnowledgeBase:
@@ -76,7 +86,7 @@ class Engine:
         self.kb = kb
         self.options = options or RunOptions()
         facts = FACT_PATTERNS + ((STATS_PATTERN,) if self.options.stats else ())
-        self.table = build_table(kb.signatures, facts, SALIENT_PATTERNS)
+        self.table = build_table(kb.signatures, facts, (*SALIENT_PATTERNS, CATALOG_FRAME))
         self._engine_name = self.options.engine
 
     def new_matcher(self) -> Matcher:
@@ -191,6 +201,7 @@ class Engine:
         sig_hits: list[Hit] = []
         fact_hits: list[Hit] = []
         salient_hits: list[Hit] = []
+        frame_hits: list[Hit] = []
         # Input order, whatever order the scan confirmed them in (supporting lines wait for their
         # decisive line; --jobs workers finish in any order): reports depend on the input only.
         position = {src.name: i for i, src in enumerate(sources)}
@@ -204,6 +215,8 @@ class Engine:
                 sig_hits.append(hit)
             elif ref.kind == "fact":
                 fact_hits.append(hit)
+            elif ref.owner == CATALOG_FRAME[0]:
+                frame_hits.append(hit)
             else:
                 salient_hits.append(hit)
         launches = launch_starts(fact_hits)
@@ -234,6 +247,12 @@ class Engine:
             scope.failure_lines = {(u.line.input, u.line.number) for u in loose}
             hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
             loose = self._loose(hypotheses, sig_hits, salient_hits, ready)
+        if loose:  # the message catalog, opened only when a line needs locating
+            from triage.catalog import locate
+
+            frames = [(process_key(h.line), h.line.number, h.line.text) for h in frame_hits]
+            located, loose = locate(loose, facts, first_rank=len(hypotheses) + 1, frames=frames)
+            hypotheses = hypotheses + located
         inputs = []
         skipped = []
         for src in sources:

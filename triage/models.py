@@ -109,6 +109,22 @@ class DifferentialOut:
 
 
 @dataclass(slots=True, kw_only=True)
+class SourceOut:
+    """Where a located line's message is printed in the serving stack's source (the catalog)."""
+
+    project: str  # vllm | sglang | torch | nccl | ... (a source of the message catalog)
+    file: str  # repository path, e.g. vllm/v1/core/kv_cache_utils.py
+    function: str = ""  # enclosing function or Class.method; "" at module level
+    kind: str = ""  # the call: an exception class, logger.error, TORCH_CHECK, NCCL WARN, ...
+    releases: str = ""  # the catalogued releases that print it, as ranges: "0.10.0-0.11.2"
+    release: str = ""  # the release `url` points at: the log's own version when it prints it
+    line: int = 0  # the line at that release
+    url: str = ""  # the line at that release's tag
+    template: str = ""  # the message with its placeholders as <*>
+    version_note: str | None = None  # the log's version does not print this message
+
+
+@dataclass(slots=True, kw_only=True)
 class Hypothesis:
     rank: int
     signature: str
@@ -131,8 +147,10 @@ class Hypothesis:
     # signatures that fired on exactly the same lines but scored lower (one family, one cause)
     alternatives: list[str] = field(default_factory=list)
     # decisive: a decisive pattern fired; inferred: only supporting lines, beside a failure they
-    # would explain (see docs/ranking.md)
+    # would explain (see docs/ranking.md); located: the message catalog named the source line
+    # that printed it, and no curated signature explains it (docs/catalog.md)
     basis: str = "decisive"
+    source: SourceOut | None = None  # for basis "located": where the message is printed
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,10 +163,11 @@ class Hypothesis:
             explains=_each(ExplainedOut, data.get("explains", [])),
             fixes=_each(FixOut, data.get("fixes", [])),
             differential=_each(DifferentialOut, data.get("differential", [])),
+            source=SourceOut(**data["source"]) if data.get("source") else None,
         )
 
 
-_HYPOTHESIS_LISTS = {"evidence", "explains", "fixes", "differential"}
+_HYPOTHESIS_LISTS = {"evidence", "explains", "fixes", "differential", "source"}
 
 
 @dataclass(slots=True, kw_only=True)

@@ -63,6 +63,19 @@ class DifferentialOut(_Model):
     ruled_out: list[str] = Field(default_factory=list)  # log lines that contradict this branch
 
 
+class SourceOut(_Model):
+    project: str  # vllm | sglang | torch | nccl | ... (a source of the message catalog)
+    file: str  # repository path, e.g. vllm/v1/core/kv_cache_utils.py
+    function: str = ""  # enclosing function or Class.method; "" at module level
+    kind: str = ""  # the call: an exception class, logger.error, TORCH_CHECK, NCCL WARN, ...
+    releases: str = ""  # the catalogued releases that print it, as ranges: "0.10.0-0.11.2"
+    release: str = ""  # the release `url` points at: the log's own version when it prints it
+    line: int = 0  # the line at that release
+    url: str = ""  # the line at that release's tag
+    template: str = ""  # the message with its placeholders as <*>
+    version_note: str | None = None  # the log's version does not print this message
+
+
 class Hypothesis(_Model):
     rank: int
     signature: str
@@ -85,8 +98,9 @@ class Hypothesis(_Model):
     # signatures that fired on exactly the same lines but scored lower (one family, one cause)
     alternatives: list[str] = Field(default_factory=list)
     # decisive: a decisive pattern fired; inferred: only supporting lines, beside a failure they
-    # would explain (see docs/ranking.md)
-    basis: Literal["decisive", "inferred"] = "decisive"
+    # would explain (see docs/ranking.md); located: the message catalog's source line
+    basis: Literal["decisive", "inferred", "located"] = "decisive"
+    source: SourceOut | None = None  # for basis "located": where the message is printed
 
 
 class Unrecognized(_Model):

@@ -147,6 +147,10 @@ def draft_cluster(
             patterns.append(regex)
             examples.extend(x for x in fitting[:2] if x not in examples)
     examples = examples[:MAX_EXAMPLES]
+    catalog_lines = catalog_proposal(examples or [detail.row.example])
+    proposed = catalog_lines[0] if catalog_lines else None
+    if proposed and not patterns and all(_fires(proposed, x) for x in examples):
+        patterns = [proposed]  # the source's own wording when the cluster gave none
     first = patterns[0] if patterns else _escape(detail.row.template[:MAX_PATTERN_CHARS])
     if not patterns:
         patterns = [first]
@@ -156,8 +160,40 @@ def draft_cluster(
     probe = examples[0] if examples else detail.row.template
     related = [sig.id for sig, _, _ in closest_known(signatures, probe)]
     sig_id = slug(pattern_text(detail.row.template), f"unrecognized-cluster-{cluster_id}")
-    text = render(detail, sig_id, patterns, examples, near, related, cluster_id, conn)
+    text = render(detail, sig_id, patterns, examples, near, related, cluster_id, conn,
+                  catalog_lines or [])
     return Draft(sig_id, text, patterns, examples, related)
+
+
+def catalog_proposal(lines: Sequence[str]) -> list[str] | None:
+    """[pattern, YAML lines for references and applies_to] from the message catalog's entry of the
+    first line it locates, or None (no catalog, or no line located)."""
+    from triage.catalog import open_catalog
+    from triage.kb.schema import COMPONENTS
+
+    catalog = open_catalog()
+    if catalog is None:
+        return None
+    for line in lines:
+        prop = catalog.proposal(line)
+        if prop is None:
+            continue
+        src = prop.located.source
+        where = ", ".join(x for x in (src.file, src.function) if x)
+        out = [prop.pattern, f"# catalog: {src.kind} of {src.project} {src.releases}, {where}"]
+        out += ["references:"] + [f"  - {yaml_str(r)}" for r in prop.references]
+        component = {"open-gpu-kernel-modules": "driver"}.get(prop.project, prop.project)
+        if component in COMPONENTS and prop.first:
+            out += ["applies_to:", "  versions:", f"    {component}:"]
+            out.append(f"      introduced: {yaml_str(prop.first)}")
+            if not prop.newest:
+                out.append(f"      last_affected: {yaml_str(prop.last)}")
+            out.append(
+                "  note: " + yaml_str(f"from the message catalog: catalogued {prop.project} "
+                                      f"releases {src.releases} print it (older ones may too)")
+            )
+        return out
+    return None
 
 
 def _provenance(detail: ClusterDetail, conn: sqlite3.Connection, cluster_id: int) -> str:
@@ -190,6 +226,7 @@ def render(
     related: list[str],
     cluster_id: int,
     conn: sqlite3.Connection,
+    catalog_lines: Sequence[str] = (),
 ) -> str:
     row = detail.row
     hosts = f" on {len(row.hosts)} host(s)" if row.hosts else ""
@@ -214,8 +251,12 @@ def render(
         "match:",
     ]
     out += [f"  - regex: {yaml_str(p)}" for p in patterns]
+    if catalog_lines and catalog_lines[0] not in patterns:
+        # the source's template covers every variable part: often wider than the cluster's text
+        out.append(f"  # - regex: {yaml_str(catalog_lines[0])}  # from the source's template")
     if related:
         out.append(f"related: [{', '.join(related)}]  # nearest known (rapidfuzz): keep true ones")
+    out.extend(catalog_lines[1:])  # where the message is printed, and in which releases
     out += [
         "fixes: []  # TODO: - do: ...; confidence: demonstrated | suggested | lead",
         "provenance:",

@@ -110,12 +110,30 @@ def _record(
             "VALUES (?, ?, ?, ?, ?, ?)",
             hits,
         )
-        for u in report.unrecognized:
-            template = safe_text(u.fingerprint, 1000)
+        unknown = [(u.fingerprint, u.text, u.input, u.line, u.count) for u in report.unrecognized]
+        unknown += _located_lines(report)
+        for fingerprint, text, input_name, line, count in unknown:
+            template = safe_text(fingerprint, 1000)
             cid = cluster.assign(conn, template, ts)
             conn.execute(
                 "INSERT INTO unknown_lines (run, cluster, fingerprint, text, input, line, count) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run, cid, template, safe_text(u.text), safe_text(u.input, 1000), u.line, u.count),
+                (run, cid, template, safe_text(text), safe_text(input_name, 1000), line, count),
             )
     return run
+
+
+def _located_lines(report: Report) -> list[tuple[str, str, str, int, int]]:
+    """Lines the message catalog located (basis "located"): no curated signature explains them,
+    so they join the queue of unexplained failures like unrecognized ones, fingerprinted alike."""
+    from triage.frame import frame_line
+    from triage.models import Line
+    from triage.textutil import mask
+
+    out = []
+    for h in report.hypotheses:
+        if h.basis == "located" and h.evidence:
+            ev = h.evidence[0]
+            framed = frame_line(Line(input=ev.input, number=ev.line, raw=ev.text))
+            out.append((mask(framed.message or framed.text), ev.text, ev.input, ev.line, ev.count))
+    return out

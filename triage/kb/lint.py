@@ -3,7 +3,8 @@
 Rules: schema and load errors; regex syntax in the portable subset (no look-around, back-references
 or line anchors, so every scanning engine accepts it); bounded time on adversarial input; examples
 that must and must not fire; no decisive pattern that fires alone on generic text; no two
-signatures firing on the same example line without an `explains`, `not` or `related` relation.
+signatures firing on the same example line without an `explains`, `not` or `related` relation;
+the version sweep: every catalogued release's wording of a signature's message fires it.
 """
 
 from __future__ import annotations
@@ -242,6 +243,51 @@ def check_overlaps(result: LoadResult) -> list[Issue]:
     return issues
 
 
+# Version-sweep misses that are right as they are, each with why: (signature id, the start of the
+# catalogued wording) -> reason. A miss not listed is an issue: widen the pattern to that release's
+# wording, or explain it here. (docs/catalog.md lists them too.)
+SWEEP_EXPLAINED: dict[tuple[str, str], str] = {
+    ("nccl-remote-error", "NET/IB"): "keys on the ncclRemoteError result NCCL prints after the IB "
+    "completion WARN, not on the WARN's wording (which varies by release)",
+    ("nccl-shm-segment-create-failed", "Error while <*> shared memory segment"): "the placeholder "
+    "is 'creating' or 'attaching to', both decisive patterns; the sweep's fillers cannot guess it",
+    ("nccl-shm-segment-create-failed", "Error: failed to create shared memory file"): "the shm_open "
+    "failure, another message of the same function (the supporting 'Call to shm_open' covers it)",
+    ("torch-dlpack-requires-grad", "Can't export tensors with"): "sibling BufferErrors of "
+    "__dlpack__ (layout, conjugate bit): other causes, not rewordings",
+    ("vllm-auto-tool-choice-needs-parser", "Error: --enable-"): "sibling checks of "
+    "validate_parsed_serve_args for other flags (log outputs, reasoning parser)",
+    ("vllm-max-model-len-exceeds-derived", "<*> To allow overriding this maximum"): "the leading "
+    "placeholder is the 'User-specified max_model_len' text the decisive pattern matches",
+    ("vllm-mistral-tokenizer-mode-mismatch", "Found <*> files matching the pattern"): "the pattern "
+    "is for zero tekken files; more than one file is another failure of the same function",
+}
+
+
+def check_version_sweep(result: LoadResult) -> list[Issue]:
+    """Every decisive pattern against the message catalog: for each catalogued release whose source
+    prints the signature's message (found by locating its example lines), the release's wording
+    must fire a decisive pattern (see `triage.catalog.sweep`). Skipped when no catalog is shipped."""
+    from triage.catalog import open_catalog
+
+    catalog = open_catalog()
+    if catalog is None:
+        return []
+    issues: list[Issue] = []
+    for sig in result.signatures:
+        if sig.kind == "knowledge" or not sig.examples.match:
+            continue
+        path = str(result.paths[sig.id])
+        explained = [w for (sid, w) in SWEEP_EXPLAINED if sid == sig.id]
+        misses = [
+            m
+            for m in catalog.sweep(sig, [strip_ansi(x) for x in sig.examples.match])
+            if not any(m.wording.startswith(w) for w in explained)
+        ]
+        issues.extend(Issue(path, "match", f"version sweep: {miss}") for miss in misses)
+    return issues
+
+
 PER_SIGNATURE_RULES: tuple[Callable[[Signature, str], list[Issue]], ...] = (
     check_syntax,
     check_examples,
@@ -261,6 +307,7 @@ def lint(root: Path | None = None, *, timing: bool = True) -> list[Issue]:
         if timing:
             issues.extend(check_linear_time(sig, path))
     issues.extend(check_overlaps(result))
+    issues.extend(check_version_sweep(result))
     return issues
 
 

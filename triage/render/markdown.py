@@ -12,6 +12,7 @@ from typing import Any
 
 from triage.models import Hypothesis, Report
 from triage.redact import redact
+from triage.render.text import located_line
 from triage.textutil import neutralise
 
 MARKER = "<!-- triage-bot -->"
@@ -25,6 +26,10 @@ def escape_md(text: str) -> str:
     text = neutralise(text)
     text = _MD_SPECIAL.sub(r"\\\1", text)
     return text.replace("@", "@\u200b")
+
+
+# Characters a catalogued path, function name or link may hold: nothing else reaches Markdown.
+_SAFE_NAME = re.compile(r"[^\w./:#, +-]")
 
 
 def _code_safe(text: str) -> str:
@@ -71,7 +76,16 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
     if hyp.basis == "inferred":
         out.append("> inferred: no decisive line; its supporting lines point here")
     out.append("")
-    out.append(escape_md(hyp.summary.strip()))
+    if hyp.source is not None:  # basis "located": paths and names of our own catalog, as code
+        src = hyp.source
+        where = ", ".join(x for x in (src.file, src.function) if x)
+        verb = located_line(hyp).split(" by ", 1)[0]
+        out.append(f"{verb} by {_code_safe(src.project)} {_code_safe(src.releases)}, "
+                   f"{_SAFE_NAME.sub('', where)} ({escape_md(src.kind)})")
+        if src.url:
+            out.append(f"Source: {_SAFE_NAME.sub('', src.url)}")
+    else:
+        out.append(escape_md(hyp.summary.strip()))
     out.append("")
     ev = hyp.evidence[:evidence_lines]
     if ev:

@@ -16,7 +16,7 @@ import io
 import os
 from typing import IO
 
-from triage.models import Report
+from triage.models import Hypothesis, Report
 from triage.textutil import neutralise
 
 STYLES = {
@@ -86,6 +86,12 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def located_line(hyp: Hypothesis) -> str:
+    """'raised by vllm 0.10.0-0.11.2, vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory':
+    the summary of a located hypothesis up to its call kind."""
+    return hyp.summary.split(" (", 1)[0].rstrip(".")
+
+
 def render_text(
     report: Report,
     *,
@@ -139,6 +145,10 @@ def render_text(
         if hyp.basis == "inferred":
             note = "   inferred: no decisive line; its supporting lines point here"
             con.print((note, "triage.warning"))
+        if hyp.source is not None:  # basis "located": the message catalog's source line
+            con.print((f"   {neutralise(located_line(hyp))}", None))
+            if hyp.source.url:
+                con.print((f"   source: {neutralise(hyp.source.url)}", "triage.dim"))
         con.print(("   evidence:", "triage.dim"))
         for ev in hyp.evidence:
             count = f" (x{ev.count})" if ev.count > 1 else ""

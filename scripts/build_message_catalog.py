@@ -1,0 +1,1268 @@
+#!/usr/bin/env python3
+"""Build triage/data/catalog.sqlite: every message the serving stack's own source can print.
+
+For each release of each source below it reads (never imports, never executes) the source files
+and records every message a ``raise``, a logger call, ``warnings.warn``, an ``assert``, a
+``TORCH_CHECK``, an NCCL ``WARN``, a Go ``fmt.Errorf`` or a Rust ``new_err``/``#[error]`` can
+print: the literal template (placeholders turned into the wildcard ``<*>``), the project, the
+releases that print it, the file, the enclosing function or class, the call kind (exception type,
+log level, macro) and the line at each release (the link to the tagged source is built from it at
+lookup time). The data holds message texts and their locations, never code.
+
+Step 1, download (the only step that needs a network; everything lands outside the repo):
+
+    mkdir -p /work/catalog-src/pypi && cd /work/catalog-src/pypi
+    # wheels (pure .py inside; vLLM's and SGLang's sdists need a full build just to be downloaded)
+    for v in 0.6.3.post1 0.6.6.post1 0.7.3 0.8.5.post1 0.9.2 0.10.0 0.10.2 0.11.0 0.11.2 \
+             0.14.1 0.25.1 0.30.0 0.33.0; do
+      pip download --no-deps --only-binary :all: --python-version 3.12 \
+          --platform manylinux_2_28_x86_64 --platform manylinux1_x86_64 vllm==$v; done
+    for v in 0.4.0 0.4.6 0.4.10 0.5.3 0.5.10; do pip download --no-deps sglang==$v; done
+    pip download --no-deps --no-binary :all: transformers==4.57.1 huggingface_hub==0.36.0 \
+        xgrammar==0.1.25 aiohttp==3.13.2 httpx==0.28.1 openai==2.8.1
+    pip download --no-deps --only-binary :all: --python-version 3.12 \
+        --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+        triton==3.4.0 ray==2.51.1 lmcache==0.3.9 flashinfer-python==0.5.2
+    pip download --no-deps --only-binary :all: --python-version 3.12 \
+        --platform macosx_11_0_arm64 torch==2.9.1 torch==2.7.1 torch==2.5.1   # smallest wheels
+    # git snapshots (bare git directories) of NVIDIA/nccl, NVIDIA/nvidia-container-toolkit,
+    # NVIDIA/libnvidia-container (the pop-os packaging fork of v1.12.1: upstream's history is too
+    # large to fetch), NVIDIA/open-gpu-kernel-modules, huggingface/tokenizers, huggingface/safetensors
+    # under /work/.mirror/<owner>+<name>/repo
+
+Step 2, build (offline, deterministic):
+
+    python scripts/build_message_catalog.py --pypi /work/catalog-src/pypi --git /work/.mirror
+
+Missing sources are skipped with a note (``--strict`` makes that an error). The output is
+byte-for-byte the same for the same inputs: rows are inserted in sorted order into a fresh
+database with a fixed page size, then VACUUMed; nothing time- or host-dependent is stored.
+
+Licences of the sources (the catalog stores short message strings and locations from them):
+vLLM Apache-2.0; SGLang Apache-2.0; PyTorch BSD-3-Clause; NCCL BSD-3-Clause; transformers,
+huggingface_hub, tokenizers, safetensors Apache-2.0; Triton MIT; FlashInfer Apache-2.0; xgrammar
+Apache-2.0; Ray Apache-2.0; LMCache Apache-2.0; aiohttp Apache-2.0; httpx BSD-3-Clause; openai
+Apache-2.0; NVIDIA container toolkit Apache-2.0; libnvidia-container Apache-2.0 (the library) with
+BSD parts; open-gpu-kernel-modules dual MIT/GPL-2.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import re
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "triage" / "data" / "catalog.sqlite"
+WILDCARD = "<*>"
+CATALOG_FORMAT = "triage.catalog/1"
+MIN_LITERAL = 10  # literal characters a template needs to say anything (fewer: dropped)
+MAX_TEMPLATE = 300  # characters kept of one template
+MAX_WILDCARDS = 8  # a template is cut after its 8th placeholder (the rest says little, costs much)
+MAX_FILE_BYTES = 2 << 20  # generated tables and vendored blobs are not messages
+
+
+# -- messages --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Message:
+    template: str
+    kind: str  # ValueError | logger.warning | TORCH_CHECK | WARN | fmt.Errorf | ...
+    function: str  # enclosing function or Class.method, "" at module level
+    line: int
+
+
+def normalise(parts: Iterable[str | None]) -> list[str]:
+    """Template lines from literal parts (str) and placeholders (None): whitespace collapsed,
+    adjacent placeholders merged, at most MAX_WILDCARDS, only lines with enough literal text."""
+    text = "".join(WILDCARD if p is None else p.replace(WILDCARD, "<?>") for p in parts)
+    out: list[str] = []
+    for raw in text.split("\n"):
+        line = re.sub(r"[ \t\r\f\v]+", " ", raw).strip()
+        line = re.sub(r"(?:<\*>\s*){2,}", WILDCARD + " ", line).replace("<*> <*>", WILDCARD)
+        line = re.sub(r"(?:<\*>){2,}", WILDCARD, line).strip()
+        pieces = line.split(WILDCARD)
+        if len(pieces) > MAX_WILDCARDS + 1:
+            line = WILDCARD.join(pieces[: MAX_WILDCARDS + 1])
+        line = line[:MAX_TEMPLATE].strip()
+        literal = re.sub(r"[\W_]+", "", line.replace(WILDCARD, ""))
+        if len(line.replace(WILDCARD, "").strip()) >= MIN_LITERAL and len(literal) >= 6:
+            out.append(line)
+    return out
+
+
+_PERCENT_RE = re.compile(
+    r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|P[A-Z0-9]+)?[diouxXeEfFgGcrsapnlu%]"
+)
+_BRACE_RE = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+
+
+def split_percent(fmt: str) -> list[str | None]:
+    """printf / Python %-format: literal parts and None per conversion ("%%" is a literal %)."""
+    parts: list[str | None] = []
+    pos = 0
+    for found in _PERCENT_RE.finditer(fmt):
+        parts.append(fmt[pos : found.start()])
+        parts.append("%" if found.group() == "%%" else None)
+        pos = found.end()
+    parts.append(fmt[pos:])
+    return parts
+
+
+def split_braces(fmt: str) -> list[str | None]:
+    """str.format / Rust format! / {name}: literal parts and None per field."""
+    parts: list[str | None] = []
+    pos = 0
+    for found in _BRACE_RE.finditer(fmt):
+        parts.append(fmt[pos : found.start()])
+        token = found.group()
+        parts.append("{" if token == "{{" else "}" if token == "}}" else None)
+        pos = found.end()
+    parts.append(fmt[pos:])
+    return parts
+
+
+# -- Python ----------------------------------------------------------------------------------------
+
+_LOG_LEVELS = {
+    "error": "error",
+    "exception": "error",
+    "critical": "critical",
+    "fatal": "critical",
+    "warning": "warning",
+    "warn": "warning",
+    "error_once": "error",
+    "warning_once": "warning",
+}
+_LOGGER_NAME = re.compile(r"(?:^|_)(?:logger|log|LOG|LOGGER|logging)$|^logger")
+
+
+def _py_parts(
+    node: ast.expr, names: dict[str, list[ast.expr]], depth: int = 0
+) -> list[str | None] | None:
+    """The literal parts of a string expression, None for each placeholder; None if not a string."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
+        out: list[str | None] = []
+        for value in node.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                out.append(value.value)
+            else:
+                out.append(None)
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        left = node.left
+        if isinstance(left, ast.Constant) and isinstance(left.value, str):
+            return split_percent(left.value)
+        inner = _py_parts(left, names, depth + 1)
+        return None if inner is None else [None if p is None else p for p in inner]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        lhs = _py_parts(node.left, names, depth + 1)
+        rhs = _py_parts(node.right, names, depth + 1)
+        if lhs is None and rhs is None:
+            return None
+        return (lhs or [None]) + (rhs or [None])
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "format":
+            base = node.func.value
+            if isinstance(base, ast.Constant) and isinstance(base.value, str):
+                return split_braces(base.value)
+        if node.func.attr == "join" and node.args:
+            return [None]
+    if isinstance(node, ast.Name) and node.id in names:
+        for value in names[node.id]:
+            parts = _py_parts(value, names, depth + 1)
+            if parts is not None:
+                return parts
+    return None
+
+
+def _call_name(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+class _PyVisitor(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.scope: list[str] = []
+        self.names: list[dict[str, list[ast.expr]]] = [{}]
+        self.found: list[Message] = []
+
+    def _emit(self, parts: list[str | None] | None, kind: str, line: int) -> None:
+        if parts is None:
+            return
+        function = ".".join(self.scope)
+        for template in normalise(parts):
+            self.found.append(Message(template, kind, function, line))
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        names: dict[str, list[ast.expr]] = {}
+        if not isinstance(node, ast.ClassDef):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Assign) and len(sub.targets) == 1:
+                    target = sub.targets[0]
+                    if isinstance(target, ast.Name):
+                        names.setdefault(target.id, []).append(sub.value)
+                elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
+                    names.setdefault(sub.target.id, []).append(sub.value)
+        self.names.append(names)
+        self.generic_visit(node)
+        self.names.pop()
+        self.scope.pop()
+
+    visit_FunctionDef = _scoped
+    visit_AsyncFunctionDef = _scoped
+    visit_ClassDef = _scoped
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        exc = node.exc
+        if isinstance(exc, ast.Call) and exc.args:
+            kind = _call_name(exc.func) or "raise"
+            self._emit(_py_parts(exc.args[0], self.names[-1]), kind, node.lineno)
+        self.generic_visit(node)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        if node.msg is not None:
+            self._emit(_py_parts(node.msg, self.names[-1]), "AssertionError", node.lineno)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute) and node.args:
+            owner = func.value
+            owner_name = (
+                owner.id
+                if isinstance(owner, ast.Name)
+                else (owner.attr if isinstance(owner, ast.Attribute) else "")
+            )
+            if func.attr in _LOG_LEVELS and _LOGGER_NAME.search(owner_name):
+                parts = _py_parts(node.args[0], self.names[-1])
+                if parts is not None and len(node.args) > 1:
+                    # logging %-formats the message with the call's own arguments
+                    parts = [q for p in parts for q in ([None] if p is None else split_percent(p))]
+                self._emit(parts, f"logger.{_LOG_LEVELS[func.attr]}", node.lineno)
+            elif func.attr == "warn" and owner_name == "warnings":
+                category = "UserWarning"
+                if len(node.args) > 1:
+                    category = _call_name(node.args[1]) or category
+                for kw in node.keywords:
+                    if kw.arg == "category":
+                        category = _call_name(kw.value) or category
+                self._emit(_py_parts(node.args[0], self.names[-1]), category, node.lineno)
+        elif isinstance(func, ast.Name) and func.id == "warn" and node.args:
+            self._emit(_py_parts(node.args[0], self.names[-1]), "UserWarning", node.lineno)
+        self.generic_visit(node)
+
+
+def python_messages(source: str) -> list[Message]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    visitor = _PyVisitor()
+    try:
+        visitor.visit(tree)
+    except RecursionError:
+        return []
+    return visitor.found
+
+
+# -- C, C++, CUDA ----------------------------------------------------------------------------------
+
+# call name -> (kind, index of the format/first message argument, style)
+#   style "printf": that argument is a printf format; "concat": every argument from that index on is
+#   concatenated (c10::str, TORCH_CHECK); "stream": a `<<` chain follows the call.
+C_CALLS: dict[str, tuple[str, int, str]] = {
+    "WARN": ("NCCL WARN", 0, "printf"),
+    "TORCH_CHECK": ("TORCH_CHECK", 1, "concat"),
+    "TORCH_CHECK_VALUE": ("TORCH_CHECK_VALUE", 1, "concat"),
+    "TORCH_CHECK_INDEX": ("TORCH_CHECK_INDEX", 1, "concat"),
+    "TORCH_CHECK_TYPE": ("TORCH_CHECK_TYPE", 1, "concat"),
+    "TORCH_CHECK_NOT_IMPLEMENTED": ("TORCH_CHECK_NOT_IMPLEMENTED", 1, "concat"),
+    "TORCH_CHECK_WITH": ("TORCH_CHECK", 2, "concat"),
+    "TORCH_INTERNAL_ASSERT": ("TORCH_INTERNAL_ASSERT", 1, "concat"),
+    "TORCH_WARN": ("TORCH_WARN", 0, "concat"),
+    "TORCH_WARN_ONCE": ("TORCH_WARN", 0, "concat"),
+    "AT_ERROR": ("AT_ERROR", 0, "concat"),
+    "C10_THROW_ERROR": ("C10_THROW_ERROR", 1, "concat"),
+    "C10D_THROW_ERROR": ("C10D_THROW_ERROR", 1, "concat"),
+    "C10D_NCCL_ERROR": ("C10D_NCCL_ERROR", 0, "concat"),
+    "FLASHINFER_CHECK": ("FLASHINFER_CHECK", 1, "concat"),
+    "FLASHINFER_ERROR": ("FLASHINFER_ERROR", 0, "concat"),
+    "XGRAMMAR_CHECK": ("XGRAMMAR_CHECK", 1, "stream"),
+    "XGRAMMAR_LOG": ("XGRAMMAR_LOG", 1, "stream"),
+    "LOG": ("LOG", 1, "stream"),
+    "error_setx": ("error", 1, "printf"),
+    "error_set": ("error", 1, "printf"),
+    "error_set_elf": ("error", 2, "printf"),
+    "error_set_rpc": ("error", 2, "printf"),
+    "log_errf": ("log error", 0, "printf"),
+    "log_warnf": ("log warning", 0, "printf"),
+    "log_err": ("log error", 0, "printf"),
+    "log_warn": ("log warning", 0, "printf"),
+    "nv_printf": ("nv_printf", 1, "printf"),
+    "NV_DEV_PRINTF": ("NV_DEV_PRINTF", 2, "printf"),
+    "NV_DEV_PRINTF_STATUS": ("NV_DEV_PRINTF", 3, "printf"),
+    "NV_PRINTF": ("NV_PRINTF", 1, "printf"),
+    "NV_ERROR_LOG": ("NV_ERROR_LOG", 2, "printf"),
+    "nvErrorLog_va": ("NV_ERROR_LOG", 2, "printf"),
+    "fprintf": ("fprintf", 1, "printf"),
+    "throw std::runtime_error": ("std::runtime_error", 0, "concat"),
+    "throw std::invalid_argument": ("std::invalid_argument", 0, "concat"),
+}
+# printf calls that only count when the first argument says so (stderr, error levels)
+_C_LEVEL_FILTER = {
+    "fprintf": re.compile(r"^\s*stderr\s*$"),
+    "nv_printf": re.compile(r"NV_DBG_(?:ERRORS|WARNINGS)"),
+    "NV_DEV_PRINTF": re.compile(r"NV_DBG_(?:ERRORS|WARNINGS)"),
+    "NV_DEV_PRINTF_STATUS": re.compile(r"NV_DBG_(?:ERRORS|WARNINGS)"),
+    "NV_PRINTF": re.compile(r"LEVEL_(?:ERROR|WARNING)"),
+    "LOG": re.compile(r"ERROR|WARNING|FATAL"),
+    "XGRAMMAR_LOG": re.compile(r"WARNING|FATAL|ERROR"),
+}
+_C_CALL_RE = re.compile(
+    r"\b(?:throw\s+std::(?:runtime_error|invalid_argument)|"
+    + "|".join(re.escape(k) for k in sorted(C_CALLS, key=len, reverse=True) if " " not in k)
+    + r")\s*\("
+)
+_C_STRING_RE = re.compile(r'(?:u8|L|u|U)?"((?:[^"\\\n]|\\.)*)"')
+_C_ESCAPES = {"n": "\n", "t": " ", "\\": "\\", '"': '"', "'": "'", "r": "", "0": ""}
+
+
+def _c_unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _C_ESCAPES.get(m.group(1), ""), text)
+
+
+def _c_args(src: str, start: int) -> tuple[list[str], int]:
+    """Split a call's arguments at top-level commas; start is just after '('. Returns (args, end)."""
+    depth = 0
+    args: list[str] = []
+    cur: list[str] = []
+    i = start
+    n = len(src)
+    while i < n:
+        ch = src[i]
+        if ch == '"' or ch == "'":
+            j = i + 1
+            while j < n and src[j] != ch:
+                j += 2 if src[j] == "\\" else 1
+            cur.append(src[i : j + 1])
+            i = j + 1
+            continue
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                args.append("".join(cur))
+                return args, i + 1
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append("".join(cur))
+            cur = []
+            i += 1
+            continue
+        elif ch == ";" and depth == 0:
+            break
+        cur.append(ch)
+        i += 1
+        if i - start > 4000:
+            break
+    return [], i
+
+
+def _c_literal(arg: str) -> str | None:
+    """The text of an argument made only of adjacent string literals (macros between them are
+    placeholders), else None."""
+    strings = list(_C_STRING_RE.finditer(arg))
+    if not strings:
+        return None
+    rest = _C_STRING_RE.sub("", arg).strip()
+    if rest and not re.fullmatch(r"[\sA-Z0-9_]*", rest):
+        return None
+    out = []
+    pos = 0
+    for found in strings:
+        between = arg[pos : found.start()].strip()
+        if between:
+            out.append("\x00")  # a macro such as PRIu64 between literals
+        out.append(_c_unescape(found.group(1)))
+        pos = found.end()
+    return "".join(out)
+
+
+def _printf_parts(fmt: str) -> list[str | None]:
+    parts: list[str | None] = []
+    for piece in fmt.split("\x00"):
+        if parts:
+            parts.append(None)
+        parts.extend(split_percent(piece))
+    return parts
+
+
+def _concat_parts(args: list[str]) -> list[str | None] | None:
+    parts: list[str | None] = []
+    literal_seen = False
+    for arg in args:
+        text = _c_literal(arg)
+        if text is None:
+            parts.append(None)
+        else:
+            literal_seen = True
+            parts.extend(None if i % 2 else p for i, p in enumerate(text.split("\x00")))
+    return parts if literal_seen else None
+
+
+def _stream_parts(src: str, pos: int) -> list[str | None] | None:
+    """The `<< a << "lit"` chain after a LOG(...) call, up to the statement's end."""
+    end = src.find(";", pos)
+    if end < 0 or end - pos > 2000:
+        return None
+    chain = src[pos:end]
+    if "<<" not in chain:
+        return None
+    pieces = chain.split("<<")[1:]
+    return _concat_parts(pieces)
+
+
+_C_HEADER_RE = re.compile(
+    r"([A-Za-z_~][\w:~<>]*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?::[^;{}]*)?$"
+)
+_C_CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined", "do", "else"}
+
+
+def _c_functions(src: str) -> list[tuple[int, str]]:
+    """(offset, enclosing function) at each '{' and '}' that changes the innermost function:
+    a brace tracker that knows namespaces, classes and control blocks apart from functions."""
+    marks: list[tuple[int, str]] = [(0, "")]
+    stack: list[str] = []  # per open brace: the function name it opens, or the enclosing one
+    i = 0
+    n = len(src)
+    header_start = 0
+    while i < n:
+        ch = src[i]
+        if ch == '"' or ch == "'":
+            j = i + 1
+            while j < n and src[j] != ch and src[j] != "\n":
+                j += 2 if src[j] == "\\" else 1
+            i = j + 1
+            continue
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        if ch == "#" and (i == 0 or src[i - 1] == "\n"):
+            j = i
+            while True:
+                j = src.find("\n", j)
+                if j < 0 or src[j - 1] != "\\":
+                    break
+                j += 1
+            i = n if j < 0 else j
+            header_start = i
+            continue
+        if ch == "{":
+            header = src[header_start:i].strip()
+            current = stack[-1] if stack else ""
+            name = current
+            if not current:
+                found = _C_HEADER_RE.search(header)
+                if found and found.group(1).split("::")[-1] not in _C_CONTROL:
+                    name = found.group(1)
+            stack.append(name)
+            marks.append((i, name))
+            header_start = i + 1
+        elif ch == "}":
+            if stack:
+                stack.pop()
+            marks.append((i, stack[-1] if stack else ""))
+            header_start = i + 1
+        elif ch == ";":
+            header_start = i + 1
+        i += 1
+    return marks
+
+
+def c_messages(src: str) -> list[Message]:
+    found: list[Message] = []
+    marks: list[tuple[int, str]] | None = None
+    line_starts: list[int] | None = None
+    for call in _C_CALL_RE.finditer(src):
+        name = re.sub(r"\s+", " ", call.group()[:-1].strip())
+        name = "throw " + name.split("throw", 1)[1].strip() if name.startswith("throw") else name
+        if name not in C_CALLS:
+            continue
+        kind, index, style = C_CALLS[name]
+        args, end = _c_args(src, call.end())
+        if not args:
+            continue
+        level = _C_LEVEL_FILTER.get(name)
+        if level is not None and not level.search(args[0]):
+            continue
+        if style == "printf":
+            if len(args) <= index:
+                continue
+            fmt = _c_literal(args[index])
+            if fmt is None:
+                continue
+            parts: list[str | None] | None = _printf_parts(fmt)
+        elif style == "stream":
+            parts = _stream_parts(src, end)
+        else:
+            parts = _concat_parts(args[index:])
+        if parts is None:
+            continue
+        templates = normalise(parts)
+        if not templates:
+            continue
+        if marks is None:
+            marks = _c_functions(src)
+            line_starts = [0] + [m.end() for m in re.finditer("\n", src)]
+        assert line_starts is not None
+        offset = call.start()
+        function = _bisect_mark(marks, offset)
+        line = _bisect_line(line_starts, offset)
+        if name in ("LOG", "XGRAMMAR_LOG"):
+            kind = f"{kind}({args[0].strip()})"
+        found.extend(Message(t, kind, function, line) for t in templates)
+    found.extend(_c_error_strings(src))
+    found.extend(_c_built_strings(src))
+    return found
+
+
+_C_BUILT_RE = re.compile(
+    r'\bstd::string\s+(\w*(?:err|Err|msg|Msg|message|Message|error|Error)\w*)\s*=\s*(?=")'
+)
+
+
+def _c_built_strings(src: str) -> list[Message]:
+    """`std::string err = "NCCL error in: " + ... ;`: a message assembled with `+` (torch's
+    NCCL checks build theirs this way, inside macros)."""
+    out: list[Message] = []
+    for found in _C_BUILT_RE.finditer(src):
+        end = src.find(";", found.end())
+        if end < 0 or end - found.end() > 1500:
+            continue
+        expr = src[found.end() : end].replace("\\\n", " ")
+        pieces = _split_plus(expr)
+        parts = _concat_parts(pieces)
+        if parts is None:
+            continue
+        line = src.count("\n", 0, found.start()) + 1
+        where = _macro_at(src, found.start()) or _bisect_mark(_c_functions(src), found.start())
+        out.extend(Message(t, "error string", where, line) for t in normalise(parts))
+    return out
+
+
+def _split_plus(expr: str) -> list[str]:
+    """Top-level `+` operands of an expression (strings and parentheses respected)."""
+    out: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    i = 0
+    while i < len(expr):
+        ch = expr[i]
+        if ch == '"':
+            j = i + 1
+            while j < len(expr) and expr[j] != '"':
+                j += 2 if expr[j] == "\\" else 1
+            cur.append(expr[i : j + 1])
+            i = j + 1
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "+" and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    out.append("".join(cur))
+    return out
+
+
+def _macro_at(src: str, offset: int) -> str:
+    """The macro whose #define (continued with backslashes) holds this offset, else ""."""
+    start = src.rfind("#define", 0, offset)
+    if start < 0:
+        return ""
+    body = src[start:offset]
+    lines = body.split("\n")
+    if any(not ln.rstrip().endswith("\\") for ln in lines[:-1]):
+        return ""
+    found = re.match(r"#define\s+(\w+)", body)
+    return found.group(1) if found else ""
+
+
+def _c_error_strings(src: str) -> list[Message]:
+    """`case ncclX: return "...";` of an error-string function (ncclGetErrorString and kin)."""
+    out: list[Message] = []
+    for fn in re.finditer(
+        r"\b(\w*(?:ErrorString|ErrorStr|GetErrorString|errorString)\w*)\s*\([^;{}]*\)\s*\{", src
+    ):
+        body_end = src.find("\n}", fn.end())
+        body = src[fn.end() : body_end if body_end > 0 else fn.end() + 4000]
+        for ret in re.finditer(r'case\s+(\w+)\s*:\s*return\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+);', body):
+            text = _c_literal(ret.group(2))
+            if text is None:
+                continue
+            line = src.count("\n", 0, fn.end() + ret.start()) + 1
+            kind = f"error string {ret.group(1)}"
+            out.extend(Message(t, kind, fn.group(1), line) for t in normalise(_printf_parts(text)))
+    return out
+
+
+def _bisect_mark(marks: list[tuple[int, str]], offset: int) -> str:
+    lo, hi = 0, len(marks)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if marks[mid][0] <= offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return marks[lo - 1][1] if lo else ""
+
+
+def _bisect_line(starts: list[int], offset: int) -> int:
+    lo, hi = 0, len(starts)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if starts[mid] <= offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# -- Go --------------------------------------------------------------------------------------------
+
+_GO_CALL_RE = re.compile(
+    r"\b(fmt\.Errorf|errors\.New|(?:\w+\.)*(?:Errorf|Warningf|Warnf|Error|Warning|Warn|Fatalf|Fatal))\(\s*"
+    r'("(?:[^"\\\n]|\\.)*"|`[^`]*`)'
+)
+_GO_FUNC_RE = re.compile(r"^func\s+(?:\(\s*\w*\s*\*?(\w+)[^)]*\)\s*)?(\w+)", re.M)
+
+
+def go_messages(src: str) -> list[Message]:
+    out: list[Message] = []
+    funcs = [
+        (m.start(), f"{m.group(1)}.{m.group(2)}" if m.group(1) else m.group(2))
+        for m in _GO_FUNC_RE.finditer(src)
+    ]
+    for call in _GO_CALL_RE.finditer(src):
+        name = call.group(1)
+        lit = call.group(2)
+        text = lit[1:-1] if lit.startswith("`") else _c_unescape(lit[1:-1])
+        if name in ("fmt.Errorf", "errors.New"):
+            kind = "error"
+        else:
+            short = name.rsplit(".", 1)[-1].rstrip("f")
+            kind = (
+                "log "
+                + {"Warn": "warning", "Warning": "warning", "Error": "error", "Fatal": "fatal"}[
+                    short
+                ]
+            )
+        text = text.replace("%w", "%v")
+        function = ""
+        for start, fname in funcs:
+            if start > call.start():
+                break
+            function = fname
+        line = src.count("\n", 0, call.start()) + 1
+        out.extend(Message(t, kind, function, line) for t in normalise(_go_verbs(text)))
+    return out
+
+
+def _go_verbs(fmt: str) -> list[str | None]:
+    parts: list[str | None] = []
+    pos = 0
+    for found in re.finditer(r"%%|%[-+# 0]*\d*(?:\.\d+)?[vTtbcdoOqxXUeEfFgGsp]", fmt):
+        parts.append(fmt[pos : found.start()])
+        parts.append("%" if found.group() == "%%" else None)
+        pos = found.end()
+    parts.append(fmt[pos:])
+    return parts
+
+
+# -- Rust ------------------------------------------------------------------------------------------
+
+_RUST_RE = re.compile(
+    r'(?:#\[error\(|(\w+)::new_err\(\s*(?:format!\(\s*)?|panic!\(|bail!\(|anyhow!\(|\.expect\()\s*"((?:[^"\\]|\\.)*)"'
+)
+_RUST_FN_RE = re.compile(
+    r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?fn\s+(\w+)|^\s*(?:pub\s+)?(?:enum|struct)\s+(\w+)",
+    re.M,
+)
+
+
+def rust_messages(src: str) -> list[Message]:
+    out: list[Message] = []
+    items = [(m.start(), m.group(1) or m.group(2)) for m in _RUST_FN_RE.finditer(src)]
+    for call in _RUST_RE.finditer(src):
+        head = call.group()
+        if head.startswith("#[error"):
+            kind = "error"
+        elif call.group(1):
+            kind = call.group(1)
+        else:
+            kind = "panic" if "panic" in head or "expect" in head else "error"
+        text = _c_unescape(call.group(2).replace("\\\n", ""))
+        function = ""
+        for start, name in items:
+            if start > call.start():
+                break
+            function = name
+        line = src.count("\n", 0, call.start()) + 1
+        out.extend(Message(t, kind, function, line) for t in normalise(split_braces(text)))
+    return out
+
+
+EXTRACTORS: dict[str, Callable[[str], list[Message]]] = {
+    ".py": python_messages,
+    ".c": c_messages,
+    ".cc": c_messages,
+    ".cpp": c_messages,
+    ".cu": c_messages,
+    ".cuh": c_messages,
+    ".h": c_messages,
+    ".hpp": c_messages,
+    ".go": go_messages,
+    ".rs": rust_messages,
+}
+
+
+# -- sources ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    repo: str  # https://github.com/<owner>/<name>
+    tag: str  # release -> tag, e.g. "v{release}"
+    strip: str  # regex removed from archive paths to get the repository path
+    keep: str  # regex a repository path must match to be read
+    repo_prefix: str = ""  # prepended to the stripped path for the link (e.g. "python/")
+    exts: tuple[str, ...] = (".py",)
+
+
+_SKIP = re.compile(
+    r"(?:^|/)(?:tests?|testing|test_utils|examples?|benchmarks?/kernels|docs?|third[_-]party|vendor|_vendor)/|(?:^|/)test_[^/]*$|_test\.(?:go|py|cc|cpp)$|conftest\.py$"
+)
+
+PROJECTS: dict[str, Project] = {
+    p.name: p
+    for p in (
+        Project("vllm", "https://github.com/vllm-project/vllm", "v{release}", r"^", r"^vllm/"),
+        Project(
+            "sglang",
+            "https://github.com/sgl-project/sglang",
+            "v{release}",
+            r"^",
+            r"^sglang/",
+            "python/",
+        ),
+        Project(
+            "torch",
+            "https://github.com/pytorch/pytorch",
+            "v{release}",
+            r"^(?:torch/include/)?",
+            r"^(?:torch/|c10/|ATen/|torch/csrc/)",
+            exts=(".py", ".h", ".hpp", ".cuh"),
+        ),
+        Project(
+            "nccl",
+            "https://github.com/NVIDIA/nccl",
+            "v{release}-1",
+            r"^",
+            r"^src/",
+            exts=(".cc", ".cu", ".h"),
+        ),
+        Project(
+            "transformers",
+            "https://github.com/huggingface/transformers",
+            "v{release}",
+            r"^[^/]+/",
+            r"^src/transformers/",
+        ),
+        Project(
+            "huggingface_hub",
+            "https://github.com/huggingface/huggingface_hub",
+            "v{release}",
+            r"^[^/]+/",
+            r"^src/huggingface_hub/",
+        ),
+        Project(
+            "tokenizers",
+            "https://github.com/huggingface/tokenizers",
+            "{release}",
+            r"^",
+            r"^(?:tokenizers/src/|bindings/python/src/|bindings/python/py_src/)",
+            exts=(".rs", ".py"),
+        ),
+        Project(
+            "safetensors",
+            "https://github.com/huggingface/safetensors",
+            "{release}",
+            r"^",
+            r"^(?:safetensors/src/|bindings/python/src/|bindings/python/py_src/)",
+            exts=(".rs", ".py"),
+        ),
+        Project(
+            "triton",
+            "https://github.com/triton-lang/triton",
+            "v{release}",
+            r"^",
+            r"^triton/",
+            "python/",
+        ),
+        Project(
+            "flashinfer",
+            "https://github.com/flashinfer-ai/flashinfer",
+            "v{release}",
+            r"^(?:flashinfer/data/)?",  # the wheel ships its csrc/ and include/ under data/
+            r"^(?:flashinfer/|csrc/|include/)",
+            exts=(".py", ".h", ".cuh", ".cu", ".cc"),
+        ),
+        Project(
+            "xgrammar",
+            "https://github.com/mlc-ai/xgrammar",
+            "v{release}",
+            r"^[^/]+/",
+            r"^(?:python/xgrammar/|cpp/)",
+            exts=(".py", ".h", ".cc"),
+        ),
+        Project(
+            "ray",
+            "https://github.com/ray-project/ray",
+            "ray-{release}",
+            r"^",
+            r"^ray/(?!serve/|tune/|rllib/|data/|train/|air/|dashboard/client/|_private/runtime_env/agent/thirdparty)",
+            "python/",
+        ),
+        Project("lmcache", "https://github.com/LMCache/LMCache", "v{release}", r"^", r"^lmcache/"),
+        Project(
+            "aiohttp", "https://github.com/aio-libs/aiohttp", "v{release}", r"^[^/]+/", r"^aiohttp/"
+        ),
+        Project("httpx", "https://github.com/encode/httpx", "{release}", r"^[^/]+/", r"^httpx/"),
+        Project(
+            "openai",
+            "https://github.com/openai/openai-python",
+            "v{release}",
+            r"^[^/]+/",
+            r"^src/openai/(?!types/)",
+        ),
+        Project(
+            "nvidia-container-toolkit",
+            "https://github.com/NVIDIA/nvidia-container-toolkit",
+            "v{release}",
+            r"^",
+            r"^(?:cmd|internal|pkg)/",
+            exts=(".go",),
+        ),
+        Project(
+            "libnvidia-container",
+            "https://github.com/NVIDIA/libnvidia-container",
+            "v{release}",
+            r"^",
+            r"^src/",
+            exts=(".c", ".h"),
+        ),
+        Project(
+            "open-gpu-kernel-modules",
+            "https://github.com/NVIDIA/open-gpu-kernel-modules",
+            "{release}",
+            r"^",
+            r"^(?:kernel-open/|src/nvidia/src/kernel/gpu/(?:gsp|fifo|mem_mgr|rc|bif|mmu)|src/nvidia/arch/nvalloc/unix/)",
+            exts=(".c", ".h"),
+        ),
+    )
+}
+
+# Git snapshots: project -> (mirror directory name, [(ref, release name)]).
+GIT_SOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "nccl": (
+        "NVIDIA+nccl",
+        [
+            (f"v{v}-1", v)
+            for v in (
+                "2.14.3",
+                "2.18.5",
+                "2.20.5",
+                "2.21.5",
+                "2.23.4",
+                "2.26.2",
+                "2.27.7",
+                "2.30.7",
+            )
+        ],
+    ),
+    "nvidia-container-toolkit": (
+        "NVIDIA+nvidia-container-toolkit",
+        [(f"v{v}", v) for v in ("1.14.6", "1.17.8", "1.20.0")],
+    ),
+    # the pop-os fork packages upstream's v1.12.1 (its history is small enough to fetch)
+    "libnvidia-container": ("pop-os+libnvidia-container", [("HEAD", "1.12.1")]),
+    "open-gpu-kernel-modules": (
+        "NVIDIA+open-gpu-kernel-modules",
+        [(v, v) for v in ("550.144.03", "580.95.05", "595.45.04")],
+    ),
+    "tokenizers": ("huggingface+tokenizers", [("HEAD", "HEAD")]),
+    "safetensors": ("huggingface+safetensors", [("HEAD", "HEAD")]),
+}
+
+_DIST_RE = re.compile(
+    r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<version>\d[\w.+]*?)(?:-cp|-py|\.tar\.gz$|-[\w.]+-[\w.]+-[\w.]+\.whl$)"
+)
+_DIST_PROJECT = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "torch": "torch",
+    "transformers": "transformers",
+    "huggingface_hub": "huggingface_hub",
+    "triton": "triton",
+    "flashinfer_python": "flashinfer",
+    "xgrammar": "xgrammar",
+    "ray": "ray",
+    "lmcache": "lmcache",
+    "aiohttp": "aiohttp",
+    "httpx": "httpx",
+    "openai": "openai",
+}
+
+
+def archive_files(path: Path) -> Iterator[tuple[str, bytes]]:
+    """(path inside, bytes) of every member of a wheel or sdist, in archive order."""
+    if path.suffix == ".whl" or path.suffix == ".zip":
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if (
+                    not info.is_dir()
+                    and info.file_size <= MAX_FILE_BYTES
+                    and Path(info.filename).suffix in EXTRACTORS
+                ):
+                    yield info.filename, zf.read(info)
+    else:
+        with tarfile.open(path) as tf:
+            for member in tf:
+                if (
+                    member.isfile()
+                    and member.size <= MAX_FILE_BYTES
+                    and Path(member.name).suffix in EXTRACTORS
+                ):
+                    fh = tf.extractfile(member)
+                    if fh is not None:
+                        yield member.name, fh.read()
+
+
+def git_files(git_dir: Path, ref: str) -> Iterator[tuple[str, bytes]]:
+    """Every file of one commit of a bare git directory, through `git archive` (nothing checked out)."""
+    data = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "archive", "--format=tar", ref],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        for member in tf:
+            if (
+                member.isfile()
+                and member.size <= MAX_FILE_BYTES
+                and Path(member.name).suffix in EXTRACTORS
+            ):
+                fh = tf.extractfile(member)
+                if fh is not None:
+                    yield member.name, fh.read()
+
+
+@dataclass(frozen=True)
+class Release:
+    project: str
+    release: str
+    files: Callable[[], Iterator[tuple[str, bytes]]]
+    origin: str  # what was read, for the meta table (file name or mirror@ref; no host paths)
+
+
+def _version_key(text: str) -> tuple[object, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+]", text.lstrip("v")) if p)
+
+
+def discover(
+    pypi: Path | None, git: Path | None, only: set[str] | None
+) -> tuple[list[Release], list[str]]:
+    releases: list[Release] = []
+    notes: list[str] = []
+    if pypi is not None and pypi.is_dir():
+        for path in sorted(pypi.iterdir()):
+            found = _DIST_RE.match(path.name)
+            if not found:
+                continue
+            project = _DIST_PROJECT.get(found["name"].lower().replace("-", "_"))
+            if project is None or (only and project not in only):
+                continue
+            version = found["version"].split("+")[0]
+            releases.append(Release(project, version, partial(archive_files, path), path.name))
+    if git is not None and git.is_dir():
+        for project, (mirror, refs) in GIT_SOURCES.items():
+            if only and project not in only:
+                continue
+            git_dir = git / mirror / "repo"
+            if not git_dir.is_dir():
+                notes.append(f"missing git snapshot {mirror}")
+                continue
+            for ref, name in refs:
+                ok = subprocess.run(
+                    [
+                        "git",
+                        f"--git-dir={git_dir}",
+                        "rev-parse",
+                        "--verify",
+                        "-q",
+                        ref + "^{commit}",
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
+                if ok.returncode != 0:
+                    notes.append(f"missing ref {mirror}@{ref}")
+                    continue
+                commit = ok.stdout.strip()
+                release = commit[:12] if name == "HEAD" else name
+                releases.append(
+                    Release(
+                        project,
+                        release,
+                        partial(git_files, git_dir, ref),
+                        f"{mirror}@{commit}",
+                    )
+                )
+    releases.sort(key=lambda r: (r.project, _version_key(r.release)))
+    return releases, notes
+
+
+def fixture_releases(root: Path) -> list[Release]:
+    """Releases from a directory tree <root>/<project>/<release>/<files> (the test fixtures)."""
+    out: list[Release] = []
+    for proj_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        for rel_dir in sorted(p for p in proj_dir.iterdir() if p.is_dir()):
+
+            def files(d: Path = rel_dir) -> Iterator[tuple[str, bytes]]:
+                for f in sorted(d.rglob("*")):
+                    if f.is_file() and f.suffix in EXTRACTORS:
+                        yield f.relative_to(d).as_posix(), f.read_bytes()
+
+            out.append(
+                Release(
+                    proj_dir.name, rel_dir.name, files, f"fixture:{proj_dir.name}/{rel_dir.name}"
+                )
+            )
+    out.sort(key=lambda r: (r.project, _version_key(r.release)))
+    return out
+
+
+# -- build -----------------------------------------------------------------------------------------
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE project (name TEXT PRIMARY KEY, repo TEXT NOT NULL, tag TEXT NOT NULL,
+    repo_prefix TEXT NOT NULL, releases TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE message (id INTEGER PRIMARY KEY, template TEXT NOT NULL UNIQUE, anchor TEXT NOT NULL,
+    literal INTEGER NOT NULL);
+CREATE TABLE site (message INTEGER NOT NULL, project TEXT NOT NULL, file TEXT NOT NULL,
+    function TEXT NOT NULL, kind TEXT NOT NULL, releases INTEGER NOT NULL, lines TEXT NOT NULL,
+    PRIMARY KEY (message, project, file, function, kind)) WITHOUT ROWID;
+CREATE TABLE file (project TEXT NOT NULL, file TEXT NOT NULL, releases INTEGER NOT NULL,
+    PRIMARY KEY (project, file)) WITHOUT ROWID;
+CREATE INDEX message_anchor ON message (anchor);
+"""
+
+
+def anchor_of(template: str) -> str:
+    """The longest whole word of a template's literal text (a word touching a placeholder may be
+    longer in the log, so it is never the anchor). Lookup finds candidates by this word."""
+    best = ""
+    pieces = template.split(WILDCARD)
+    for i, piece in enumerate(pieces):
+        words = list(re.finditer(r"[A-Za-z0-9_]+", piece))
+        for j, word in enumerate(words):
+            if i > 0 and j == 0 and word.start() == 0:
+                continue
+            if i < len(pieces) - 1 and j == len(words) - 1 and word.end() == len(piece):
+                continue
+            text = word.group()
+            if not re.search("[A-Za-z]", text):
+                continue
+            if len(text) > len(best) or (len(text) == len(best) and text < best):
+                best = text
+    return best
+
+
+def literal_length(template: str) -> int:
+    return len(template.replace(WILDCARD, ""))
+
+
+Sites = dict[tuple[str, str, str, str, str], dict[str, int]]
+Files = dict[tuple[str, str], set[str]]
+
+
+def collect(
+    releases: list[Release], log: Callable[[str], None]
+) -> tuple[Sites, dict[str, list[str]], Files]:
+    """{(template, project, file, function, kind): {release: line}}, {project: [releases]} and
+    {(project, file): releases} (every source file read: a traceback frame names one)."""
+    sites: Sites = {}
+    order: dict[str, list[str]] = {}
+    files: Files = {}
+    for rel in releases:
+        project = PROJECTS[rel.project]
+        order.setdefault(rel.project, []).append(rel.release)
+        count = 0
+        for name, data in rel.files():
+            path = re.sub(project.strip, "", name, count=1)
+            if not re.search(project.keep, path) or _SKIP.search(path):
+                continue
+            suffix = Path(path).suffix
+            if suffix not in project.exts:
+                continue
+            text = data.decode("utf-8", "replace")
+            link_path = project.repo_prefix + path
+            if suffix == ".py":  # the file table serves traceback frames: Python files only
+                files.setdefault((rel.project, link_path), set()).add(rel.release)
+            for msg in EXTRACTORS[suffix](text):
+                key = (msg.template, rel.project, link_path, msg.function, msg.kind)
+                lines = sites.setdefault(key, {})
+                lines.setdefault(rel.release, msg.line)
+                count += 1
+        log(f"{rel.project} {rel.release}: {count} messages from {rel.origin}")
+    return sites, order, files
+
+
+def _mask(releases: list[str], present: Iterable[str]) -> int:
+    have = set(present)
+    return sum(1 << i for i, rel in enumerate(releases) if rel in have)
+
+
+def write(
+    out: Path, sites: Sites, order: dict[str, list[str]], files: Files, origins: list[str]
+) -> dict[str, int]:
+    """A fresh SQLite file with rows in sorted order: the same inputs give the same bytes."""
+    tmp = out.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    conn = sqlite3.connect(tmp)
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.executescript(SCHEMA)
+    templates = sorted({key[0] for key in sites})
+    ids = {t: i + 1 for i, t in enumerate(templates)}
+    conn.executemany(
+        "INSERT INTO message VALUES (?, ?, ?, ?)",
+        ((ids[t], t, anchor_of(t), literal_length(t)) for t in templates),
+    )
+    rows = []
+    for (template, project, file, function, kind), lines in sites.items():
+        releases = order[project]
+        mask = 0
+        line_list = []
+        for i, rel in enumerate(releases):
+            if rel in lines:
+                mask |= 1 << i
+                line_list.append(str(lines[rel]))
+        rows.append((ids[template], project, file, function, kind, mask, ",".join(line_list)))
+    rows.sort()
+    conn.executemany("INSERT INTO site VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany(
+        "INSERT INTO file VALUES (?, ?, ?)",
+        sorted((p, f, _mask(order[p], rels)) for (p, f), rels in files.items()),
+    )
+    conn.executemany(
+        "INSERT INTO project VALUES (?, ?, ?, ?, ?)",
+        sorted(
+            (
+                name,
+                PROJECTS[name].repo,
+                PROJECTS[name].tag,
+                PROJECTS[name].repo_prefix,
+                ",".join(rels),
+            )
+            for name, rels in order.items()
+        ),
+    )
+    meta = {
+        "format": CATALOG_FORMAT,
+        "templates": str(len(templates)),
+        "sites": str(len(rows)),
+        "inputs": "\n".join(sorted(origins)),
+    }
+    conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
+    conn.commit()
+    conn.execute("VACUUM")
+    conn.close()
+    tmp.replace(out)
+    return {"templates": len(templates), "sites": len(rows)}
+
+
+def build(releases: list[Release], out: Path, log: Callable[[str], None] = print) -> dict[str, int]:
+    sites, order, files = collect(releases, log)
+    return write(out, sites, order, files, [r.origin for r in releases])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pypi", type=Path, help="directory of downloaded wheels and sdists")
+    parser.add_argument("--git", type=Path, help="directory of git snapshots (<owner>+<name>/repo)")
+    parser.add_argument("--fixtures", type=Path, help="a <project>/<release>/ tree instead (tests)")
+    parser.add_argument("--only", action="append", help="only these projects (repeatable)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--strict", action="store_true", help="a missing source is an error")
+    args = parser.parse_args(argv)
+    notes: list[str] = []
+    if args.fixtures:
+        releases = fixture_releases(args.fixtures)
+    else:
+        releases, notes = discover(args.pypi, args.git, set(args.only) if args.only else None)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.strict and notes:
+        return 1
+    if not releases:
+        print("no sources found", file=sys.stderr)
+        return 1
+    stats = build(releases, args.out, lambda s: print(s, file=sys.stderr))
+    print(
+        f"{args.out}: {stats['templates']} templates, {stats['sites']} sites, {args.out.stat().st_size} bytes"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

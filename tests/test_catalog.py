@@ -1,0 +1,294 @@
+"""The message catalog: a reproducible build from source fixtures, lookup of unrecognized lines,
+the located hypotheses in the report, version insight, the layer table and the shipped data."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from triage import catalog as catalog_pkg
+from triage.api import CATALOG_FRAME, Engine, KnowledgeBase
+from triage.catalog import LAYER_RULES, open_catalog
+from triage.catalog.store import DATA_FILE
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "catalog"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "build_message_catalog", ROOT / "scripts" / "build_message_catalog.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("catalog") / "catalog.sqlite"
+    script = _script()
+    assert script.main(["--fixtures", str(FIXTURES), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture
+def fixture_catalog(built: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("TRIAGE_CATALOG", str(built))
+    yield built
+
+
+def test_build_is_byte_for_byte_reproducible(built: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again.sqlite"
+    assert _script().main(["--fixtures", str(FIXTURES), "--out", str(again)]) == 0
+    assert again.read_bytes() == built.read_bytes()
+
+
+def test_templates_turn_placeholders_into_wildcards(built: Path) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(built)
+    rows = {
+        t: (p, f, fn, k)
+        for t, p, f, fn, k in conn.execute(
+            "SELECT m.template, s.project, s.file, s.function, s.kind "
+            "FROM message m JOIN site s ON s.message = m.id"
+        )
+    }
+    # an f-string and a .format() wording of one message, in two releases
+    kv = (
+        "To serve at least one request with the models's max seq len (<*>), (<*> GiB KV cache is "
+        "needed, which is larger than the available KV cache memory (<*> GiB)."
+    )
+    assert rows[kv] == (
+        "vllm",
+        "vllm/v1/core/kv_cache_utils.py",
+        "check_enough_kv_cache_memory",
+        "ValueError",
+    )
+    # logging's %-arguments, a %-formatted variable raised later, an assert message
+    assert rows["Hybrid KV cache manager: <*> groups, page size <*>"][3] == "logger.warning"
+    assert rows["Hybrid KV cache manager is disabled for <*> layers"][2:] == (
+        "KVCacheSpecUnifier.unify",
+        "NotImplementedError",
+    )
+    assert rows["too many KV cache groups to unify: <*>"][3] == "AssertionError"
+    # C: NCCL WARN in a function and inside a namespace; TORCH_CHECK's concatenated arguments;
+    # a message built with + inside a macro
+    assert rows["socketProgress: Connection closed by remote peer <*>"][2:] == (
+        "socketProgress",
+        "NCCL WARN",
+    )
+    assert rows["ncclSocketConnect: socket is invalid"][2] == "ncclSocketConnect"
+    assert rows["expandable_segments not supported on this platform (size was <*> bytes)"][2:] == (
+        "parseArgs",
+        "TORCH_CHECK",
+    )
+    assert rows["NCCL error in: <*>:<*>, <*>"][2] == "C10_CHECK_NCCL"
+    # Go and Rust
+    assert rows["error constructing low-level runtime: <*>"][2:] == ("rt.Run", "error")
+    assert rows["Ignoring runtime mode <*>: not supported in this release"][3] == "log warning"
+    assert (
+        rows["Unable to load the tokenizer from file <*>: not a tokenizer.json"][0] == "tokenizers"
+    )
+    assert rows["Error while attempting to build the tokenizer from <*>"][3] == "PyException"
+    # the data holds message texts and locations, never code
+    assert not any("raise " in t or "WARN(" in t for t in rows)
+
+
+def test_lookup_picks_the_most_specific_template(fixture_catalog: Path) -> None:
+    cat = open_catalog(fixture_catalog)
+    assert cat is not None
+    short = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+    longer = (
+        short
+        + " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    )
+    a = cat.locate_text(short)
+    b = cat.locate_text(longer)
+    assert a is not None and b is not None
+    assert a.source.releases == "0.10.0" and b.source.releases == "0.11.2"  # one wording each
+    assert b.source.url == (
+        "https://github.com/vllm-project/vllm/blob/v0.11.2/vllm/v1/core/kv_cache_utils.py#L10"
+    )
+    assert cat.locate_text("ValueError: No available memory") is None  # too little literal text
+    assert cat.locate_text("RuntimeError: something nobody ever wrote down") is None
+
+
+def test_version_insight(fixture_catalog: Path) -> None:
+    cat = open_catalog(fixture_catalog)
+    assert cat is not None
+    line = (
+        "The checkpoint you are trying to load has model type `qwen9` but Transformers does "
+        "not recognize this architecture."
+    )
+    old = cat.locate_text(line, {"vllm_version": "0.10.0"})
+    new = cat.locate_text(line, {"vllm_version": "0.11.2"})
+    assert old is not None and new is not None
+    assert (
+        old.source.version_note
+        and "0.10.0 (the log's version) does not print" in old.source.version_note
+    )
+    assert new.source.version_note is None and new.source.release == "0.11.2"
+    assert new.layer == "model"  # vllm/transformers_utils: a check about the checkpoint
+
+
+def _report(engine: Engine, tmp_path: Path, text: str) -> dict[str, object]:
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    return engine.run([str(log)]).to_json_dict()
+
+
+def test_located_hypotheses_in_the_report(
+    engine: Engine, fixture_catalog: Path, tmp_path: Path
+) -> None:
+    text = (
+        "INFO 10-25 13:08:40 [api_server.py:1] vLLM API server version 0.10.0\n"
+        "host-1:123:456 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by "
+        "remote peer host-2<41109>\n"
+        "RuntimeError: a failure no source in the fixtures prints\n"
+    )
+    report = _report(engine, tmp_path, text)
+    hyps = report["hypotheses"]
+    assert isinstance(hyps, list)
+    located = [h for h in hyps if h["basis"] == "located"]
+    assert len(located) == 1
+    hyp = located[0]
+    assert hyp["layer"] == "node" and hyp["severity"] == "error" and hyp["score"] == 0.0
+    assert (
+        hyp["source"]["file"] == "src/misc/socket.cc"
+        and hyp["source"]["function"] == "socketProgress"
+    )
+    assert hyp["summary"].startswith("raised by nccl 2.21.5, src/misc/socket.cc, socketProgress")
+    assert hyp["evidence"][0]["line"] == 2
+    assert all(h["basis"] != "located" for h in hyps[: hyps.index(hyp)])  # below curated ones
+    unrec = report["unrecognized"]
+    assert isinstance(unrec, list) and [u["line"] for u in unrec] == [3]
+
+
+def test_bare_assertion_located_by_its_traceback(
+    engine: Engine, fixture_catalog: Path, tmp_path: Path
+) -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", line 26, in unify\n'
+        "    assert len(specs) < 64\n"
+        "AssertionError\n"
+    )
+    report = _report(engine, tmp_path, text)
+    all_hyps = report["hypotheses"]
+    assert isinstance(all_hyps, list)
+    hyps = [h for h in all_hyps if h["basis"] == "located"]
+    assert len(hyps) == 1 and not report["unrecognized"]
+    src = hyps[0]["source"]
+    assert (src["file"], src["function"], src["line"]) == (
+        "vllm/v1/core/kv_cache_utils.py",
+        "unify",
+        26,
+    )
+    assert src["kind"] == "AssertionError (traceback frame)" and src["releases"] == "0.10.0-0.11.2"
+
+
+def test_text_and_markdown_show_the_source_in_one_line(
+    engine: Engine, fixture_catalog: Path, tmp_path: Path
+) -> None:
+    from triage.render.markdown import render_markdown
+    from triage.render.text import render_text
+
+    log = tmp_path / "x.log"
+    log.write_text("NotImplementedError: Hybrid KV cache manager is disabled for 3 layers\n")
+    report = engine.run([str(log)])
+    want = "raised by vllm 0.10.0, vllm/v1/core/kv_cache_utils.py, KVCacheSpecUnifier.unify"
+    assert want in render_text(report)
+    assert want in render_markdown(report)
+
+
+def test_catalog_is_not_opened_for_a_healthy_run(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[object] = []
+    monkeypatch.setattr(catalog_pkg, "open_catalog", lambda *a: opened.append(a))
+    _report(engine, tmp_path, "INFO 10-25 13:08:43 [metrics.py:455] Avg prompt throughput: 0.0\n")
+    assert not opened
+
+
+def test_frame_pattern_is_the_catalogs(kb: KnowledgeBase) -> None:
+    from triage.catalog.frames import FRAME_PATTERN
+
+    assert CATALOG_FRAME[1] == FRAME_PATTERN
+
+
+def test_layer_table_is_documented() -> None:
+    doc = (ROOT / "docs" / "catalog.md").read_text()
+    rows = re.findall(r"^\| `([\w-]+)` \| (`[^`]*`|any) \| (\w+) \| (.+?) \|$", doc, re.M)
+    documented = [
+        (p, "" if rx == "any" else rx.strip("`").replace("\\|", "|"), layer, why)
+        for p, rx, layer, why in rows
+    ]
+    assert documented == [(p, rx, layer, why) for p, rx, layer, why in LAYER_RULES]
+
+
+@pytest.mark.skipif(not DATA_FILE.is_file(), reason="the shipped catalog is built by scripts/")
+def test_shipped_catalog_size_and_breadth() -> None:
+    cat = open_catalog(DATA_FILE)
+    assert cat is not None
+    assert cat.templates() >= 20_000
+    assert DATA_FILE.stat().st_size <= 15 << 20
+    releases = {p: len(cat.releases(p)) for p in ("vllm", "sglang", "nccl", "torch")}
+    assert releases["vllm"] >= 8 and releases["sglang"] >= 4, releases
+
+
+class _Pattern:
+    def __init__(self, regex: str) -> None:
+        self.regex = regex
+
+
+class _Sig:
+    def __init__(self, sig_id: str, *regexes: str) -> None:
+        self.id = sig_id
+        self.decisive = [_Pattern(r) for r in regexes]
+
+
+NO_MEMORY_0_11 = (
+    "ValueError: No available memory for the cache blocks. Try increasing "
+    "`gpu_memory_utilization` when initializing the engine. See "
+    "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+)
+
+
+def test_version_sweep_reports_a_release_whose_wording_the_pattern_misses(
+    fixture_catalog: Path,
+) -> None:
+    cat = open_catalog(fixture_catalog)
+    assert cat is not None
+    narrow = _Sig("narrow", r"initializing the engine\. See https://docs\.vllm\.ai")
+    misses = cat.sweep(narrow, [NO_MEMORY_0_11])
+    assert [(m.releases, m.function) for m in misses] == [
+        ("0.10.0", "check_enough_kv_cache_memory")
+    ]
+    assert "no decisive pattern matches" in str(misses[0])
+    wide = _Sig("wide", r"No available memory for the cache blocks")
+    assert cat.sweep(wide, [NO_MEMORY_0_11]) == []
+
+
+def test_draft_proposal_from_the_catalog(fixture_catalog: Path) -> None:
+    from triage.regexes import compile_linear
+
+    cat = open_catalog(fixture_catalog)
+    assert cat is not None
+    line = "host:1:2 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer h<1>"
+    prop = cat.proposal(line)
+    assert prop is not None
+    assert compile_linear(prop.pattern).search(line) is not None
+    assert prop.references == [
+        "https://github.com/NVIDIA/nccl/blob/v2.21.5-1/src/misc/socket.cc#L7"
+    ]
+    assert (prop.project, prop.first, prop.last, prop.newest) == ("nccl", "2.21.5", "2.21.5", True)

@@ -1,0 +1,317 @@
+"""The message catalog: which source line of the serving stack printed a log line.
+
+The facade (`triage.api`) calls `locate` as the stage after events: every salient line that no
+curated signature explains is looked up; a located one becomes a hypothesis with basis "located"
+(below every curated one), the rest stay unrecognized. `kb lint` (version sweep) and `triage draft`
+(a proposed pattern) use `open_catalog` and `Catalog`. Nothing outside imports the modules below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triage.catalog.frames import FRAME_PATTERN, exception_class, innermost_frame, locate_frame
+from triage.catalog.layers import LAYER_RULES, layer_of
+from triage.catalog.lookup import (
+    Match,
+    best_match,
+    hinted_release,
+    pick_release,
+    prints_in,
+    release_ranges,
+    version_key,
+)
+from triage.catalog.store import WILDCARD, CatalogStore, Site, catalog_path, open_store
+from triage.catalog.sweep import SweepMiss, applies_to, sweep_signature, template_pattern
+from triage.events import UnexplainedLine, process_key
+from triage.models import EvidenceOut, Hypothesis, SourceOut
+
+__all__ = [
+    "FRAME_PATTERN",
+    "LAYER_RULES",
+    "WILDCARD",
+    "Catalog",
+    "Located",
+    "Proposal",
+    "SweepMiss",
+    "catalog_path",
+    "layer_of",
+    "locate",
+    "open_catalog",
+]
+
+_ERROR_KINDS = (
+    "Error",
+    "Exception",
+    "Exit",
+    "TORCH_CHECK",
+    "AT_ERROR",
+    "C10",
+    "ASSERT",
+    "NCCL WARN",
+    "error",
+    "critical",
+    "fatal",
+    "panic",
+    "FATAL",
+)
+_WARNING_KINDS = ("Warning", "warning", "TORCH_WARN", "WARNING")
+
+
+def severity_of(kind: str) -> str:
+    """error for exceptions, checks and error-level records; warning for warnings."""
+    if any(w in kind for w in _WARNING_KINDS):
+        return "warning"
+    if any(e in kind for e in _ERROR_KINDS):
+        return "error"
+    return "error" if kind[:1].isupper() else "warning"
+
+
+@dataclass(frozen=True)
+class Located:
+    """A log line and where its message is printed."""
+
+    text: str
+    match: Match
+    source: SourceOut
+    layer: str
+    layer_why: str
+
+
+@dataclass(frozen=True)
+class Proposal:
+    pattern: str  # a portable regex from the template (at most two gaps)
+    references: list[str]
+    project: str
+    first: str  # the oldest catalogued release that prints it
+    last: str  # the newest that does
+    newest: bool  # `last` is the newest catalogued release (the message is still printed)
+    located: Located
+
+
+class Catalog:
+    """Lookup over one catalog file."""
+
+    def __init__(self, store: CatalogStore) -> None:
+        self.store = store
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+    def templates(self) -> int:
+        return self.store.count_templates()
+
+    def locate_text(self, text: str, facts: dict[str, Any] | None = None) -> Located | None:
+        facts = facts or {}
+        found = best_match(self.store, text, facts)
+        if found is None:
+            return None
+        site, info = found.site, found.info
+        version_fact = facts.get(_version_fact(site.project))
+        hinted = hinted_release(site, info, text)
+        release, line = pick_release(
+            site, info, str(version_fact) if version_fact else None, hinted
+        )
+        ranges = release_ranges(site, info)
+        note = None
+        if found.in_version is False:
+            note = (
+                f"{site.project} {version_fact} (the log's version) does not print this message; "
+                f"the catalogued releases {ranges} do: the log may not be from the version it "
+                "claims, or the message moved"
+            )
+        source = SourceOut(
+            project=site.project,
+            file=site.file,
+            function=site.function,
+            kind=site.kind,
+            releases=ranges,
+            release=release,
+            line=line,
+            url=info.url(release, site.file, line) if release else "",
+            template=site.template,
+            version_note=note,
+        )
+        layer, why = layer_of(site.project, site.file)
+        return Located(text, found, source, layer, why)
+
+    def locate_frame(
+        self,
+        frames: Sequence[tuple[str, int, str]],
+        stream: str,
+        number: int,
+        text: str,
+        facts: dict[str, Any],
+    ) -> Located | None:
+        """An exception line located by the innermost traceback frame before it (same stream)."""
+        exception = exception_class(text)
+        frame = innermost_frame(frames, stream, number) if exception else None
+        if frame is None or exception is None:
+            return None
+        site = locate_frame(self.store, frame, exception)
+        if site is None:
+            return None
+        info = self.store.projects[site.project]
+        as_site = Site("", 0, site.project, site.file, site.function, exception, site.releases, ())
+        version = facts.get(_version_fact(site.project))
+        shipped = [r for i, r in enumerate(info.releases) if site.releases >> i & 1]
+        release = str(version) if version else (shipped[-1] if shipped else "")
+        if version and shipped:
+            below = [r for r in shipped if version_key(r) <= version_key(str(version))]
+            release = below[-1] if below else shipped[0]
+        exact = bool(version) and version_key(release) == version_key(str(version))
+        url = (
+            info.url(release, site.file, site.line)
+            if exact
+            else (info.url(release, site.file, 0).removesuffix("#L0") if release else "")
+        )
+        source = SourceOut(
+            project=site.project,
+            file=site.file,
+            function=site.function,
+            kind=f"{exception} (traceback frame)",
+            releases=release_ranges(as_site, info),
+            release=release,
+            line=site.line,
+            url=url,
+            template=text.strip()[:300],
+        )
+        layer, why = layer_of(site.project, site.file)
+        return Located(text, Match(as_site, info, None), source, layer, why)
+
+    def sweep(self, sig: Any, examples: Sequence[str]) -> list[SweepMiss]:
+        """The version sweep of one signature (see `triage.catalog.sweep`)."""
+        return sweep_signature(self.store, sig, examples)
+
+    def proposal(self, line: str) -> Proposal | None:
+        """What `triage draft` proposes from the catalog entry of a line: a pattern from the
+        template, the source link of every release's wording, and `applies_to` from its releases."""
+        found = self.locate_text(line)
+        if found is None or found.source.kind.endswith("(traceback frame)"):
+            return None
+        src = found.source
+        span = applies_to(self.store, line)
+        refs = [src.url] if src.url else []
+        return Proposal(
+            pattern=template_pattern(src.template),
+            references=refs,
+            project=src.project,
+            first=span[1] if span else "",
+            last=span[2] if span else "",
+            newest=self.releases(src.project)[-1:] == (span[2],) if span else False,
+            located=found,
+        )
+
+    def rewordings(self, site: Site) -> list[Site]:
+        """Every template the same function of the same project prints (its wording per release)."""
+        return self.store.sites_in(site.project, site.function)
+
+    def releases(self, project: str) -> tuple[str, ...]:
+        info = self.store.projects.get(project)
+        return info.releases if info else ()
+
+    def prints_in(self, site: Site, version: str) -> bool | None:
+        info = self.store.projects.get(site.project)
+        return prints_in(site, info, version) if info else None
+
+
+def _version_fact(project: str) -> str:
+    from triage.catalog.lookup import VERSION_FACTS
+
+    return VERSION_FACTS.get(project, "")
+
+
+def open_catalog(path: Path | None = None) -> Catalog | None:
+    """The shipped catalog (or $TRIAGE_CATALOG); None when it is missing."""
+    store = open_store(path)
+    return Catalog(store) if store is not None else None
+
+
+def raised_by(source: SourceOut) -> str:
+    """The one line text and Markdown show: 'raised by vllm 0.10.0-0.11.2, file, function'."""
+    where = ", ".join(x for x in (source.file, source.function) if x)
+    verb = "printed" if severity_of(source.kind) == "warning" or "log" in source.kind else "raised"
+    return f"{verb} by {source.project} {source.releases}, {where}"
+
+
+def locate(
+    loose: Sequence[UnexplainedLine],
+    facts: dict[str, Any],
+    first_rank: int,
+    frames: Sequence[tuple[str, int, str]] = (),
+) -> tuple[list[Hypothesis], list[UnexplainedLine]]:
+    """The stage: (located hypotheses, the lines that stay unrecognized). Opens the catalog only
+    when there is a line to look up. `frames` are the traceback frame lines of the inputs
+    ((stream, line, text), stream as `events.process_key`), for exception lines no template
+    explains."""
+    if not loose:
+        return [], []
+    catalog = open_catalog()
+    if catalog is None:
+        return [], list(loose)
+    hypotheses: list[Hypothesis] = []
+    remaining: list[UnexplainedLine] = []
+    for item in loose:
+        text = item.line.message or item.line.text or item.line.raw
+        found = catalog.locate_text(text, facts)
+        if found is None and frames:
+            found = catalog.locate_frame(
+                frames, process_key(item.line), item.line.number, text, facts
+            )
+        if found is None:
+            remaining.append(item)
+            continue
+        hypotheses.append(_hypothesis(found, item, first_rank + len(hypotheses)))
+    return hypotheses, remaining
+
+
+def _title(found: Located) -> str:
+    src = found.source
+    if src.kind.endswith("(traceback frame)"):
+        text = f"{src.template} in {src.function}"
+    else:
+        text = src.template.replace(WILDCARD, "…")
+    return text if len(text) <= 120 else text[:117].rstrip() + "..."
+
+
+def _hypothesis(found: Located, item: UnexplainedLine, rank: int) -> Hypothesis:
+    src = found.source
+    how = (
+        "by the innermost traceback frame (a catalogued file)"
+        if src.kind.endswith("(traceback frame)")
+        else f"by {len(src.template.replace(WILDCARD, ''))} literal characters of its template"
+    )
+    explain = [
+        f"located by the message catalog {how}; no curated signature explains the line",
+        f"layer {found.layer}: {found.layer_why}",
+    ]
+    if src.version_note:
+        explain.append(src.version_note)
+    return Hypothesis(
+        rank=rank,
+        signature=f"located:{src.project}:{src.file}:{src.function or '<module>'}",
+        title=_title(found),
+        layer=found.layer,
+        severity=severity_of(src.kind),
+        status="uncurated",
+        score=0.0,
+        evidence=[
+            EvidenceOut(
+                input=item.line.input,
+                line=item.line.number,
+                text=(item.line.text or item.line.raw)[:2000],
+                count=item.count,
+            )
+        ],
+        references=[src.url] if src.url else [],
+        summary=raised_by(src) + (f" ({src.kind})" if src.kind else "") + ".",
+        kind="cause",
+        applicability=src.version_note,
+        explain=explain,
+        basis="located",
+        source=src,
+    )

@@ -1,0 +1,107 @@
+"""The layer of a catalogued message: an ordered table from project and path to layer.
+
+docs/catalog.md prints this table with the reasoning beside each row (a test keeps the two equal).
+The first row whose project matches and whose path pattern is found in the file wins.
+"""
+
+from __future__ import annotations
+
+import re
+
+# (project, path pattern, layer, why)
+LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "nccl",
+        r"^src/(?:transport|misc/(?:socket|ibvwrap|ibvsymbols|ipcsocket)|proxy|bootstrap|net|plugin/net|graph|mnnvl)",
+        "node",
+        "transports, sockets, InfiniBand, topology: the network and the machine",
+    ),
+    ("nccl", r"", "engine", "collective set-up and launch: how the engine uses NCCL"),
+    (
+        "nvidia-container-toolkit",
+        r"",
+        "node",
+        "the container runtime hook: the host's GPU plumbing",
+    ),
+    ("libnvidia-container", r"", "node", "driver and device mounts into containers: the host"),
+    ("open-gpu-kernel-modules", r"", "node", "the kernel driver (NVRM): the GPU and the host"),
+    (
+        "torch",
+        r"^torch/csrc/distributed/c10d/(?:socket|TCPStore|Store|FileStore)|^torch/distributed/elastic/rendezvous",
+        "node",
+        "rendezvous and store sockets: reachability between hosts",
+    ),
+    (
+        "torch",
+        r"^torch/distributed/(?:elastic|run\.py|launch)",
+        "harness",
+        "torchrun: how the job was launched",
+    ),
+    ("torch", r"", "engine", "tensor, CUDA and collective checks inside the engine's process"),
+    ("transformers", r"", "model", "config, tokenizer and weight reading of the checkpoint"),
+    (
+        "huggingface_hub",
+        r"",
+        "model",
+        "fetching the checkpoint from the Hub (access, revision, files)",
+    ),
+    ("tokenizers", r"", "model", "the checkpoint's tokenizer files"),
+    ("safetensors", r"", "model", "the checkpoint's weight files"),
+    (
+        "vllm",
+        r"^vllm/(?:transformers_utils|tokenizers?)/|^vllm/model_executor/model_loader/|^vllm/model_executor/models/|^vllm/model_executor/layers/quantization/|^vllm/config/model\.py",
+        "model",
+        "checks about the checkpoint: config, tokenizer, weights, quantization, architecture",
+    ),
+    (
+        "vllm",
+        r"^vllm/benchmarks/|^vllm/entrypoints/cli/benchmark",
+        "harness",
+        "vllm bench: the load generator",
+    ),
+    (
+        "vllm",
+        r"^vllm/entrypoints/openai/(?:serving|protocol)|^vllm/entrypoints/(?:chat_utils|utils)\.py",
+        "harness",
+        "request validation: what the client sent",
+    ),
+    ("vllm", r"", "engine", "argument parsing, scheduler, workers, kernels: the engine itself"),
+    (
+        "sglang",
+        r"^sglang/srt/(?:model_loader|models|configs|hf_transformers_utils|layers/quantization)",
+        "model",
+        "checks about the checkpoint: config, tokenizer, weights, quantization, architecture",
+    ),
+    ("sglang", r"^sglang/bench|^sglang/test", "harness", "SGLang's benchmark clients"),
+    (
+        "sglang",
+        r"^sglang/srt/(?:entrypoints/openai|openai_api)",
+        "harness",
+        "request validation: what the client sent",
+    ),
+    ("sglang", r"", "engine", "argument parsing, scheduler, workers, kernels: the engine itself"),
+    ("triton", r"", "engine", "kernel compilation and launch"),
+    ("flashinfer", r"", "engine", "attention and sampling kernels"),
+    ("xgrammar", r"", "engine", "structured-output grammar compilation"),
+    ("lmcache", r"", "engine", "KV cache offloading and transfer"),
+    (
+        "ray",
+        r"^ray/(?:autoscaler|_private/(?:node|services|resource_spec))",
+        "node",
+        "cluster membership and node resources",
+    ),
+    ("ray", r"", "engine", "the distributed executor the engine runs on"),
+    ("aiohttp", r"", "harness", "HTTP client and server library of benchmark clients and proxies"),
+    ("httpx", r"", "harness", "HTTP client of benchmark and SDK clients"),
+    ("openai", r"", "harness", "the OpenAI SDK: the client side of a request"),
+)
+
+_COMPILED = tuple((p, re.compile(rx), layer, why) for p, rx, layer, why in LAYER_RULES)
+
+
+def layer_of(project: str, path: str) -> tuple[str, str]:
+    """(layer, why) for a message printed in this project's file; engine when no row matches."""
+    for name, pattern, layer, why in _COMPILED:
+        if name == project and pattern.search(path):
+            return layer, why
+    return "engine", "no row of the layer table names this project"
