@@ -98,6 +98,9 @@ def salient_lines(report: Report, limit: int = MAX_SALIENT) -> list[Salient]:
     out: list[Salient] = [
         Salient(u.input, u.line, u.text, "unrecognized") for u in report.unrecognized
     ]
+    for hyp in report.hypotheses:  # located by the catalog: no curated signature explains them
+        if hyp.basis == "located":
+            out.extend(Salient(e.input, e.line, e.text, "unrecognized") for e in hyp.evidence[:1])
     for hyp in report.hypotheses[:3]:
         decisive = [e for e in hyp.evidence if e.role == "decisive"][:2]
         out.extend(Salient(e.input, e.line, e.text, hyp.signature) for e in decisive)

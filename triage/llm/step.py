@@ -44,10 +44,13 @@ class Outcome:
 
 def reason_to_ask(report: Report, force: bool) -> str | None:
     """Why the step should run for this report, or None when it should not."""
-    if report.unrecognized:
-        return f"{len(report.unrecognized)} unrecognized failure line(s)"
-    if report.hypotheses and all(h.score < LOW_SCORE for h in report.hypotheses):
-        best = max(h.score for h in report.hypotheses)
+    # A line the message catalog located is still one no curated signature explains.
+    located = [h for h in report.hypotheses if h.basis == "located"]
+    if report.unrecognized or located:
+        return f"{len(report.unrecognized) + len(located)} unrecognized failure line(s)"
+    curated = [h for h in report.hypotheses if h.basis != "located"]
+    if curated and all(h.score < LOW_SCORE for h in curated):
+        best = max(h.score for h in curated)
         return f"only low-score hypotheses (best {best:.2f} < {LOW_SCORE})"
     if force:
         return "explicit request"
