@@ -181,3 +181,34 @@ def test_bench_ledger_keeps_a_users_csv(tmp_path: Path) -> None:
     own = tmp_path / "ledger.csv"
     assert _triage("bench", str(results), "--ledger", str(own)).returncode == 1
     assert _triage("bench", str(results), "--ledger", str(own)).returncode == 1  # its own: replaced
+
+
+def test_bench_plot_file_keeps_a_users_image(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    results = ROOT / "tests" / "fixtures" / "bench" / "bench_h256_00.json"
+    mine = tmp_path / "holiday.png"
+    mine.write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(512))  # someone's PNG, not matplotlib's
+    before = _digest(mine)
+    proc = _triage("bench", str(results), "--plot-file", str(mine))
+    _refused(proc, mine)
+    assert _digest(mine) == before
+    own = tmp_path / "plot.png"
+    assert _triage("bench", str(results), "--plot-file", str(own)).returncode == 1
+    first = own.read_bytes()
+    assert first.startswith(b"\x89PNG")
+    assert _triage("bench", str(results), "--plot-file", str(own)).returncode == 1  # replaced
+
+
+def test_probe_bundle_keeps_a_users_files(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    out.mkdir()
+    mine = out / "probe.json"
+    mine.write_text('{"my": "notes"}\n')
+    before = _digest(mine)
+    proc = _triage("probe", "--out", str(out), "--timeout", "5")
+    _refused(proc, mine)
+    assert _digest(mine) == before
+    fresh = tmp_path / "fresh"
+    assert _triage("probe", "--out", str(fresh), "--timeout", "5").returncode == 0
+    assert _triage("probe", "--out", str(fresh), "--timeout", "5").returncode == 0
+    assert (fresh / "probe-summary.txt").read_text().startswith("triage probe bundle")

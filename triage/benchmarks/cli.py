@@ -104,8 +104,15 @@ def bench(
     if plot or plot_file:
         from triage.benchmarks.plot import PLOT_NAME
         from triage.benchmarks.plot import plot as draw
+        from triage.safewrite import check_target
 
         target = plot_file or ledger_mod.default_path(report.inputs).with_name(PLOT_NAME)
+        # A PNG triage drew before carries matplotlib's Software chunk; anything else is not ours.
+        check_target(
+            target,
+            "a triage benchmark plot",
+            lambda _p, head: head.startswith(b"\x89PNG") and b"Matplotlib" in head,
+        )
         try:
             report.plot = draw(report.points, report.findings, t.ceiling_tps, target)
         except RuntimeError as exc:

@@ -417,7 +417,9 @@ def draft(
     path = output or Path(f"{result.id}.yaml")
     if path.exists() and not force:
         raise HistoryError(f"{path} exists: pass --force to overwrite or -o another file")
-    path.write_text(result.text, encoding="utf-8")
+    from triage.safewrite import write_atomic
+
+    write_atomic(path, result.text)  # a reader (or an editor) never sees half a draft
     todo = "review it (its fixes are leads)" if llm else "fill in title, layer and fixes"
     typer.echo(
         f"wrote {path}: {todo}, move it to "

@@ -554,9 +554,15 @@ def _gib(n: int) -> str:
 
 
 def write_bundle(bundle: dict[str, Any], out: Path) -> tuple[Path, Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    """Write the bundle's two files; an existing file there that is not a probe bundle's is
+    refused (ForeignFileError, nothing written), and each file is replaced atomically."""
+    from triage.safewrite import check_target, write_atomic
+
     jpath = out / "probe.json"
     tpath = out / "probe-summary.txt"
-    jpath.write_text(json.dumps(bundle, indent=1) + "\n", encoding="utf-8")
-    tpath.write_text(summary_text(bundle), encoding="utf-8")
+    check_target(jpath, "a triage probe bundle", lambda _p, head: b'"probe_version"' in head)
+    check_target(tpath, "a triage probe summary", lambda _p, head: head.startswith(b"triage probe"))
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(jpath, json.dumps(bundle, indent=1) + "\n")
+    write_atomic(tpath, summary_text(bundle))
     return jpath, tpath
