@@ -155,6 +155,10 @@ def test_located_hypotheses_in_the_report(
         "host-1:123:456 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by "
         "remote peer host-2<41109>\n"
         "RuntimeError: a failure no source in the fixtures prints\n"
+        # A decisive cause elsewhere in the log: without one, the NCCL WARN line would be the
+        # supporting tell of an inferred NCCL cause (docs/ranking.md) and never reach the catalog.
+        "ValueError: No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine.\n"
     )
     report = _report(engine, tmp_path, text)
     hyps = report["hypotheses"]

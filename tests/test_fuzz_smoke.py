@@ -23,6 +23,17 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _rss_limit_mb() -> int:
+    """1 GiB above this test process's peak. libFuzzer reads the peak RSS of its own process,
+    and Linux keeps that peak across fork and exec: a fuzzer started from a pytest process that
+    grew earlier in the session (a local Ray cluster maps its object store into the driver)
+    would start "over the limit" without using a byte of its own."""
+    import resource
+
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
+    return 1024 + int(peak_mb)
+
+
 def _run(target: str, seconds: float, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     corpus = tmp_path / "corpus"
     seeds = FUZZ / "corpus" / target
@@ -35,7 +46,7 @@ def _run(target: str, seconds: float, tmp_path: Path) -> subprocess.CompletedPro
         str(FUZZ / f"fuzz_{target}.py"),
         f"-max_total_time={max(1, int(seconds))}",
         "-timeout=2",
-        "-rss_limit_mb=1024",
+        f"-rss_limit_mb={_rss_limit_mb()}",
         # deep YAML/JSON nesting is pinned by its own test (test_properties); keep the smoke
         # run below the depth where PyYAML's recursion bites so that it stays deterministic
         "-max_len=300",

@@ -30,7 +30,9 @@ Make = Callable[..., Stub]
 def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, list[str]]:
     db = tmp_path_factory.mktemp("history") / "history.db"
     report = Engine(load_kb()).run([str(CASE)])
-    assert report.unrecognized
+    # a line no curated signature explains: unrecognized, or located by the message catalog (both
+    # enter the queue of unexplained failures)
+    assert report.unrecognized or any(h.basis == "located" for h in report.hypotheses)
     record_run(report, db)
     with opened(db) as conn:
         row = query.list_clusters(conn)[0]

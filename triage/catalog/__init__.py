@@ -43,31 +43,16 @@ __all__ = [
     "open_catalog",
 ]
 
-_ERROR_KINDS = (
-    "Error",
-    "Exception",
-    "Exit",
-    "TORCH_CHECK",
-    "AT_ERROR",
-    "C10",
-    "ASSERT",
-    "NCCL WARN",
-    "error",
-    "critical",
-    "fatal",
-    "panic",
-    "FATAL",
-)
 _WARNING_KINDS = ("Warning", "warning", "TORCH_WARN", "WARNING")
 
 
 def severity_of(kind: str) -> str:
-    """error for exceptions, checks and error-level records; warning for warnings."""
+    """error for exceptions, checks and error-level records; warning for warnings. A call that
+    names no level (the driver's `nv_printf`, a bare `printf`) is an error: the line it located
+    is a salient failure line (only those are looked up), and the call does not say otherwise."""
     if any(w in kind for w in _WARNING_KINDS):
         return "warning"
-    if any(e in kind for e in _ERROR_KINDS):
-        return "error"
-    return "error" if kind[:1].isupper() else "warning"
+    return "error"
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,7 @@ def row_from_report(name: str, report: Report, kb_digest: str) -> dict[str, Any]
                 "severity": h.severity,
                 "status": h.status,
                 "score": h.score,
+                "basis": h.basis,
                 "evidence": [
                     {"line": e.line, "text": e.text, "role": e.role, "count": e.count}
                     for e in h.evidence

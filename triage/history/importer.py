@@ -87,6 +87,7 @@ def report_from_row(row: dict[str, Any]) -> Report:
                 severity=str(h.get("severity", "")),
                 status=str(h.get("status", "")),
                 score=float(h.get("score") or 0.0),
+                basis=str(h.get("basis") or "decisive"),
                 evidence=[
                     EvidenceOut(
                         input=name,

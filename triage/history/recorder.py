@@ -103,6 +103,8 @@ def _record(
         )
         hits: list[tuple[int, str, int, float | None, str | None, str | None]] = []
         for h in report.hypotheses:
+            if h.basis == "located":
+                continue  # not a signature's hit: the line goes to the unknown queue (below)
             hits.append((run, h.signature, h.rank, h.score, h.severity, None))
             hits.extend((run, e.signature, h.rank, None, None, h.signature) for e in h.explains)
         conn.executemany(
