@@ -125,10 +125,11 @@ class Engine:
             if self.options.jobs > 1 and path is not None and _splittable(path):
                 from triage.parallel import scan_parallel
 
-                if looks_binary(_head(path)[:SNIFF_BYTES]):
+                head = _head(path)
+                if looks_binary(head[:SNIFF_BYTES]):
                     source.skipped = BINARY_SKIPPED
                     continue
-                samples[name] = sample_lines(_head(path), name, 1)
+                samples[name] = sample_lines(head, name, 1)
                 scan_parallel(self, matcher, source, path, self.options.jobs)
                 parallel.add(name)
                 digests[name] = ""
@@ -399,10 +400,9 @@ NO_ENTRIES_SKIPPED = "no log entries (journalctl printed only its markers, e.g. 
 def _not_a_log(seg: Segment, source: Source) -> bool:
     """Mark an input whose first segment is binary data, or only journalctl's markers, as
     skipped: such an input is not a healthy log, and must not be reported as one."""
-    head = bytes(seg.data[:SNIFF_BYTES])
-    if looks_binary(head):
+    if source.not_text:  # judged by the reader on the raw bytes (triage/read.py)
         source.skipped = BINARY_SKIPPED
-    elif len(seg.data) <= SNIFF_BYTES and only_journal_markers(head):
+    elif len(seg.data) <= SNIFF_BYTES and only_journal_markers(bytes(seg.data)):
         source.skipped = NO_ENTRIES_SKIPPED
     else:
         return False

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, overload
 
+from triage.textutil import looks_binary
+
 # 1 MiB: a segment stays in a core's L2 cache between the copy, the line index and the scan.
 # Over 1 GB, medians of 5 alternating runs: 16 MiB 4.9 s, 2 MiB 3.7-3.95 s, 1 MiB 3.55-3.84 s
 # (smaller segments pay more per-segment Python than they gain).
@@ -193,6 +195,9 @@ class Source:
     skip_reason: str | None = None  # why, in a sentence, when `skipped` is set
     notes: list[str] = field(default_factory=list)
     binary: bool = False
+    # The first bytes read are not text (looks_binary, on the raw bytes before NULs are blanked):
+    # the engine skips the input as "binary file, skipped".
+    not_text: bool = False
     cut_lines: int = 0  # lines longer than the cap, cut for matching
     first_cut_line: int = 0
     deep_json_lines: int = 0  # JSON lines nested too deep, read as plain text
@@ -746,6 +751,8 @@ def iter_file_segments(
 def _emit(
     chunk: Text, source: Source, first_line: int, json_mode: bool | None
 ) -> Iterator[Segment]:
+    if first_line == 1 and looks_binary(bytes(chunk[:SNIFF_BYTES])):
+        source.not_text = True
     if b"\0" in chunk[:SNIFF_BYTES] and source.bytes <= len(chunk) + CHUNK_SIZE:
         nul_share = chunk[:SNIFF_BYTES].count(b"\0") / max(1, min(len(chunk), SNIFF_BYTES))
         if nul_share > 0.1 and not source.binary:

@@ -85,17 +85,15 @@ _JOURNAL_MARKER_RE = re.compile(rb"^-- [^\n]{1,200} --\r?$", re.MULTILINE)
 
 def looks_binary(sample: bytes) -> bool:
     """Whether the first bytes of an input are binary data rather than a log (grep and rg skip
-    such files): more than a tenth NUL bytes, or more than 30% bytes that are neither text nor
-    valid UTF-8. A log with a stray NUL or a few Latin-1 bytes stays text."""
-    if not sample:
+    such files): more than 30% of its bytes neither text nor valid UTF-8. NUL bytes do not count
+    either way: a log whose tail a crash filled with NULs is still scanned as text (the reader
+    notes it), and a log with a few Latin-1 bytes stays text."""
+    text = sample.replace(b"\0", b"")
+    if not text:
         return False
-    size = len(sample)
-    nul = sample.count(0)
-    if nul * 10 > size:
-        return True
-    controls = sample.translate(_NON_TEXT_TABLE).count(0) - nul
-    invalid = sample.decode("utf-8", errors="replace").count("\ufffd")
-    return (controls + invalid) * 10 > size * 3
+    controls = text.translate(_NON_TEXT_TABLE).count(0)
+    invalid = text.decode("utf-8", errors="replace").count("\ufffd")
+    return (controls + invalid) * 10 > len(text) * 3
 
 
 def only_journal_markers(data: bytes) -> bool:
