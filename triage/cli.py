@@ -272,7 +272,7 @@ def triage_main(argv: list[str]) -> int:
         return EXIT_USAGE
     from triage.api import Engine, RunOptions
     from triage.kb.store import load_current
-    from triage.read import InputError, expand_inputs
+    from triage.read import InputError
 
     no_history = opts.no_history or os.environ.get("TRIAGE_NO_HISTORY", "") not in ("", "0")
     kb = load_current(opts.signatures, opts.kb_path)
@@ -297,11 +297,7 @@ def triage_main(argv: list[str]) -> int:
     from triage import progress as progress_line
 
     if progress_line.wanted(opts.quiet):
-        try:
-            paths = dict(expand_inputs(args))
-        except InputError:
-            paths = {}
-        progress = progress_line.ProgressLine(paths)
+        progress = progress_line.ProgressLine()
         options.progress = progress
     try:
         report = _run(Engine(kb, options), args, opts, kb)

@@ -18,10 +18,7 @@ SHOW_AFTER_BYTES = 32 << 20
 class ProgressLine:
     """Called with (input name, bytes read) after every segment; see RunOptions.progress."""
 
-    def __init__(self, paths: dict[str, Path | None]) -> None:
-        self.totals: dict[str, int | None] = {}
-        for name, path in paths.items():
-            self.totals[name] = _plain_size(path)
+    def __init__(self) -> None:
         self.read: dict[str, int] = {}
         self.progress: Any = None
         self.tasks: dict[str, Any] = {}
@@ -36,7 +33,9 @@ class ProgressLine:
             self._start()
         task = self.tasks.get(name)
         if task is None:
-            task = self.progress.add_task(name, total=self.totals.get(name), completed=0)
+            # an input's name is its path as given (stdin is "<stdin>"): sized when first shown
+            total = None if name == "<stdin>" else _plain_size(Path(name))
+            task = self.progress.add_task(name, total=total, completed=0)
             self.tasks[name] = task
         self.progress.update(task, completed=done)
 
@@ -78,9 +77,9 @@ def wanted(quiet: bool) -> bool:
         return False
 
 
-def _plain_size(path: Path | None) -> int | None:
+def _plain_size(path: Path) -> int | None:
     """The byte size of an uncompressed regular file (its ETA is known), else None."""
-    if path is None or path.suffix.lower() in (".gz", ".zst"):
+    if path.suffix.lower() in (".gz", ".zst"):
         return None
     try:
         return path.stat().st_size if path.is_file() else None
