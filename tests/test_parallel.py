@@ -114,13 +114,13 @@ def test_a_file_stops_locating_candidates_once_their_queue_overflowed(
     path = tmp_path / "busy.log"
     path.write_text(stats)
     located: list[int] = []
-    original = match._locate
+    original = match.locate
 
     def counting(segment, raw_hits, *data):  # type: ignore[no-untyped-def]
         located.append(len(raw_hits))
         return original(segment, raw_hits, *data)
 
-    monkeypatch.setattr(match, "_locate", counting)
+    monkeypatch.setattr(match, "locate", counting)
     engine = Engine(kb, RunOptions(chunk_size=4 << 10, digest=False))
     from_file = engine.run([str(path)])
     assert 0 < sum(located) <= PENDING_PER_SIGNATURE + 40  # one segment past the overflow

@@ -502,3 +502,26 @@ def read_index_of(data: bytes | object) -> tuple[int, list[int]]:
         read.INDEX_BLOCK = saved
     assert result is not None
     return result[0], [int(x) for x in result[1]]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from([b"a", b"bc", b"\n", b"\r", b"\r\n", b"x" * 40]), max_size=60),
+    ends=st.lists(st.tuples(st.integers(0, 2500), st.integers(0, 9)), max_size=40),
+)
+def test_native_line_grouping_is_the_python_one(
+    pieces: list[bytes], ends: list[tuple[int, int]]
+) -> None:
+    """The C helper's `group_by_line` groups the scanner's (end, pattern) pairs by line exactly
+    as `match._locate` does: bounds, index, the distinct patterns (sorted) and the last end."""
+    from triage import match, read
+
+    native = read.native_grouping()
+    if native is None:
+        pytest.skip("the C helper triage._lineindex is not built")
+    data = b"".join(pieces)
+    hits = [(min(end, len(data)), pid) for end, pid in ends]
+    segment = Segment("p", data, 1, count_breaks(data) + 1)
+    python = [(key, sorted(ids), last) for key, ids, last in match._locate(segment, list(hits))]
+    c = [(key, list(ids), last) for key, ids, last in native(data, list(hits))]
+    assert c == python

@@ -1,3 +1,6 @@
 """Types of the optional C helper triage/_lineindex.c."""
 
 def index_breaks(data: bytes | memoryview, block: int, /) -> tuple[int, list[int]]: ...
+def group_by_line(
+    data: bytes | memoryview, hits: list[tuple[int, int]], /
+) -> list[tuple[tuple[int, int, int], tuple[int, ...], int]]: ...

@@ -275,8 +275,6 @@ class Follower:
         hits = matcher.result.hits
         for hit in hits[before:]:
             _trim(hit.line)
-        for line in matcher.result.last_line.values():
-            _trim(line)
         if len(gen.source.notes) > MAX_NOTES:
             del gen.source.notes[: len(gen.source.notes) - MAX_NOTES]
         # The set of hypotheses can change only when a signature gets its first hit; more hits of

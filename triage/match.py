@@ -13,11 +13,11 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from triage.confirm_cache import ConfirmCache, confirm_text
+from triage.confirm_cache import MAX_CACHED_LINE, ConfirmCache, confirm_text
 from triage.frame import frame_line
 from triage.kb.records import Signature
 from triage.models import Hit, Line
-from triage.read import Segment, Text
+from triage.read import Segment, Text, TextWindow, native_grouping
 from triage.scanners import Scanner, make_scanner
 from triage.usertext import hide_user_text
 
@@ -110,7 +110,6 @@ def build_table(
 class MatchResult:
     hits: list[Hit] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # pattern id -> total
-    last_line: dict[int, Line] = field(default_factory=dict)  # pattern id -> last confirmed line
 
 
 class Matcher:
@@ -147,6 +146,8 @@ class Matcher:
         self._skipped: set[int] = set()  # waiting patterns of overflowed signatures (rereadable)
         self._skip_cache: tuple[tuple[int, int], frozenset[int]] = ((0, -1), frozenset())
         self.confirmer = ConfirmCache()  # a line repeated up to its numbers is confirmed once
+        # a line repeated byte for byte is decoded, confirmed and framed once
+        self._lines = LineMemo(self.confirmer.enabled)
 
     def _scanner_for(self, pattern_ids: Iterable[int]) -> tuple[Scanner, list[list[int]]]:
         """One scanner pattern per distinct regex (signatures share evidence patterns such as
@@ -203,7 +204,6 @@ class Matcher:
         self.result.hits = [h for h in self.result.hits if h.pattern_index not in dropped]
         for pid in dropped:
             self.result.counts.pop(pid, None)
-            self.result.last_line.pop(pid, None)
         self._decided |= owners
         self._rescan = self._scanner_for(pids)
 
@@ -265,12 +265,12 @@ class Matcher:
         data = segment.data
         if not isinstance(data, bytes) and len(raw_hits) > DENSE_SEGMENT:
             data = bytes(data)  # one copy, then native find and slices for every line
-        by_line = _locate(segment, raw_hits, data)
+        by_line = locate(segment, raw_hits, data)
         refs = self.table.refs
+        eager_kind = self._eager
+        decided = self._decided
         for (start, end, number_offset), pattern_ids, last_end in by_line:
-            eager = [
-                pid for pid in pattern_ids if self._eager[pid] or refs[pid].owner in self._decided
-            ]
+            eager = [pid for pid in pattern_ids if eager_kind[pid] or refs[pid].owner in decided]
             number = segment.first_line + number_offset
             if len(eager) < len(pattern_ids):
                 waiting = [pid for pid in pattern_ids if pid not in eager]
@@ -300,9 +300,7 @@ class Matcher:
                 )
             else:
                 raw_bytes = data[start:end]
-            decoded = raw_bytes.decode("utf-8", "replace")
-            line = Line(segment.input, number, decoded, confirm_text(decoded))
-            self._confirm(line, sorted(eager))
+            self._confirm(segment.input, number, raw_bytes, eager)
 
     def _skip_for(self, users: list[list[int]]) -> frozenset[int]:
         """Scanner patterns all of whose users are skipped (cached until `_skipped` changes)."""
@@ -332,36 +330,35 @@ class Matcher:
 
     def _confirm_waited(self, entries: Iterable[tuple[str, int, bytes, list[int]]]) -> None:
         for input_name, number, raw, pids in entries:
-            text = raw.decode("utf-8", "replace")
-            self._confirm(Line(input_name, number, text, confirm_text(text)), pids)
+            self._confirm(input_name, number, raw, sorted(pids))
 
-    def _confirm(self, line: Line, pattern_ids: Iterable[int]) -> None:
-        text = line.text
-        rejected: dict[str, bool] = {}
-        framed = False  # framed once, and only when kept as a hit (the cost of a candidate)
+    def _confirm(self, input_name: str, number: int, raw: bytes, pattern_ids: list[int]) -> None:
+        """Confirm one candidate line's patterns (in pattern order) and keep its hits.
+
+        What a line yields depends on its bytes only, so a repeated line reuses its decoded text,
+        each pattern's outcome and its framing (`LineMemo`); only the counting is per copy. The
+        Line object is built only when one of its hits is kept."""
+        memo = self._lines.get(raw)
+        refs = self.table.refs
+        counts = self.result.counts
+        line: Line | None = None
         for pid in pattern_ids:
-            ref = self.table.refs[pid]
-            confirmed = True
             try:
-                found = self.confirmer.captures(ref.regex, text)
-            except TimeoutError:
-                found, confirmed = None, False
-            if found is None and confirmed:
+                outcome = memo.outcomes[pid]
+            except KeyError:  # first time this pattern meets this line
+                outcome = self._outcome(pid, memo)
+            if outcome is None:
                 continue
-            if ref.kind == "sig":
-                if ref.owner not in rejected:
-                    rejected[ref.owner] = self._rejected_by_not(ref.owner, text)
-                if rejected[ref.owner]:
-                    continue
-            self.result.counts[pid] += 1
-            self.result.last_line[pid] = line
-            if self.result.counts[pid] > KEEP_HITS_PER_PATTERN:
+            found, confirmed = outcome
+            counts[pid] += 1
+            if counts[pid] > KEEP_HITS_PER_PATTERN:
                 continue
+            ref = refs[pid]
             captures = dict(found) if found is not None else {}
             if ref.kind == "diff":
                 captures["__branch__"] = ref.role
-            if not framed:
-                framed = bool(frame_line(line))
+            if line is None:
+                line = self._lines.line(memo, input_name, number)
             self.result.hits.append(
                 Hit(
                     signature=ref.owner,
@@ -375,6 +372,30 @@ class Matcher:
             if ref.kind == "sig" and ref.role == "decisive" and ref.owner not in self._decided:
                 self._release(ref.owner)
 
+    def _outcome(self, pid: int, memo: LineOutcomes) -> Outcome | None:
+        """One pattern on one line: None when it does not match (or a `not` confuser of its
+        signature does), else its captures and whether the search completed. A timed-out search
+        is counted as an unconfirmed hit and not remembered."""
+        ref = self.table.refs[pid]
+        text = memo.text
+        try:
+            found = self.confirmer.captures(ref.regex, text)
+        except TimeoutError:
+            return (None, False)
+        if found is None:
+            memo.outcomes[pid] = None
+            return None
+        if ref.kind == "sig":
+            rejected = memo.rejected.get(ref.owner)
+            if rejected is None:
+                rejected = memo.rejected[ref.owner] = self._rejected_by_not(ref.owner, text)
+            if rejected:
+                memo.outcomes[pid] = None
+                return None
+        outcome: Outcome = (found, True)
+        memo.outcomes[pid] = outcome
+        return outcome
+
     def _rejected_by_not(self, sig_id: str, text: str) -> bool:
         for regex in self.table.not_patterns.get(sig_id, ()):
             try:
@@ -383,6 +404,75 @@ class Matcher:
             except TimeoutError:
                 continue
         return False
+
+
+# A pattern's outcome on a line: its captures (None: no named groups) and whether the search
+# completed; None in LineOutcomes.outcomes when it does not match.
+Outcome = tuple[dict[str, str] | None, bool]
+# Distinct lines remembered before the memo starts again (bounded memory on logs that never
+# repeat: at most this many lines of MAX_CACHED_LINE characters, a few MiB on real lines).
+MAX_MEMO_LINES = 1 << 14
+
+
+@dataclass(slots=True)
+class LineOutcomes:
+    """What one distinct line yielded so far: its text, each pattern's outcome, each signature's
+    `not` verdict, and its framing (the fields `frame_line` fills), once it was framed."""
+
+    raw: str
+    text: str
+    outcomes: dict[int, Outcome | None] = field(default_factory=dict)
+    rejected: dict[str, bool] = field(default_factory=dict)
+    framed: Line | None = None
+
+
+class LineMemo:
+    """Decoded text, pattern outcomes and framing per distinct line (its bytes) of one run."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._memo: dict[bytes, LineOutcomes] = {}
+
+    def get(self, raw: bytes) -> LineOutcomes:
+        memo = self._memo.get(raw) if self.enabled else None
+        if memo is None:
+            decoded = raw.decode("utf-8", "replace")
+            memo = LineOutcomes(decoded, confirm_text(decoded))
+            if self.enabled and len(raw) <= MAX_CACHED_LINE:
+                if len(self._memo) >= MAX_MEMO_LINES:
+                    self._memo.clear()
+                self._memo[raw] = memo
+        return memo
+
+    def line(self, memo: LineOutcomes, input_name: str, number: int) -> Line:
+        """A framed Line for this copy of the line: framed once per distinct line, the framing
+        fields copied to every later copy."""
+        framed = memo.framed
+        line = Line(input_name, number, memo.raw, memo.text)
+        if framed is None:
+            memo.framed = frame_line(line)
+            return line
+        line.message = framed.message
+        line.process = framed.process
+        line.pid = framed.pid
+        line.level = framed.level
+        line.timestamp = framed.timestamp
+        line.host = framed.host
+        line.unit = framed.unit
+        line.wrappers = framed.wrappers
+        line.repeated = framed.repeated
+        return line
+
+
+def locate(
+    segment: Segment, raw_hits: list[tuple[int, int]], data: Text
+) -> list[tuple[tuple[int, int, int], Sequence[int], int]]:
+    """`_locate` through the C helper when it was built (the same result, pattern ids sorted)."""
+    native = native_grouping()
+    if native is not None:
+        buffer = data.view() if isinstance(data, TextWindow) else data
+        return list(native(buffer, raw_hits))
+    return [(key, sorted(ids), last) for key, ids, last in _locate(segment, raw_hits, data)]
 
 
 def _diff_role(ref: PatternRef) -> str:

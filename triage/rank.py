@@ -8,6 +8,7 @@ why a hypothesis ranks where it does.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -253,15 +254,7 @@ def build_candidates(
             if (h.line.input, h.line.number) not in supporting_at  # listed once, as supporting
         ]
         if cand.sig.window:
-            decisive_lines = [(h.line.input, h.line.number) for h in cand.decisive]
-            cand.supporting = [
-                h
-                for h in cand.supporting
-                if any(
-                    i == h.line.input and abs(n - h.line.number) <= cand.sig.window
-                    for i, n in decisive_lines
-                )
-            ]
+            cand.supporting = _within_window(cand.supporting, cand.decisive, cand.sig.window)
         out.append(cand)
     out.sort(key=lambda c: first_decisive[c.sig.id])
     inferred.sort(key=lambda c: first_any[c.sig.id])
@@ -271,24 +264,65 @@ def build_candidates(
 def _continuation(cand: Candidate, decisive_at: set[tuple[str, int]]) -> list[Hit]:
     """Continuation lines of the decisive lines' blocks: each lies within CONTINUATION_LINES of a
     decisive line or of another line of the block, before or after it (the NVRM notice spreads
-    one message over three lines; the AER status lines follow their header)."""
+    one message over three lines; the AER status lines follow their header).
+
+    The lines of one input, decisive and continuation, sorted by number fall into runs whose
+    neighbours are at most CONTINUATION_LINES apart; a continuation line is taken when its run
+    holds a decisive line (linear, where growing the reach line by line was quadratic on a log
+    whose every rank prints the same block)."""
     pending = sorted(
         (h for h in cand.continuation if (h.line.input, h.line.number) not in decisive_at),
         key=lambda h: (h.line.input, h.line.number),
     )
-    reach = set(decisive_at)
+    anchors: dict[str, list[int]] = defaultdict(list)
+    for input_name, number in decisive_at:
+        anchors[input_name].append(number)
+    by_input: dict[str, list[Hit]] = defaultdict(list)
+    for hit in pending:
+        by_input[hit.line.input].append(hit)
     taken: list[Hit] = []
-    grew = True
-    while grew and pending:
-        grew = False
-        for hit in list(pending):
-            key = (hit.line.input, hit.line.number)
-            if any(i == key[0] and abs(key[1] - n) <= CONTINUATION_LINES for i, n in reach):
-                taken.append(hit)
-                reach.add(key)
-                pending.remove(hit)
-                grew = True
+    for input_name, hits in by_input.items():
+        # (number, 0 for a decisive line | 1 for a continuation line, position in `hits`)
+        points = sorted(
+            [(n, 0, -1) for n in anchors.get(input_name, ())]
+            + [(h.line.number, 1, i) for i, h in enumerate(hits)]
+        )
+        run: list[int] = []
+        anchored = False
+        previous: int | None = None
+        chosen: set[int] = set()
+        for number, kind, position in points:
+            if previous is not None and number - previous > CONTINUATION_LINES:
+                if anchored:
+                    chosen.update(run)
+                run, anchored = [], False
+            previous = number
+            if kind == 0:
+                anchored = True
+            else:
+                run.append(position)
+        if anchored:
+            chosen.update(run)
+        taken.extend(h for i, h in enumerate(hits) if i in chosen)
     return sorted(taken, key=lambda h: (h.line.input, h.line.number))
+
+
+def _within_window(hits: list[Hit], decisive: list[Hit], window: int) -> list[Hit]:
+    """The hits within `window` lines of a decisive line of their own input."""
+    numbers: dict[str, list[int]] = defaultdict(list)
+    for h in decisive:
+        numbers[h.line.input].append(h.line.number)
+    for values in numbers.values():
+        values.sort()
+    kept = []
+    for h in hits:
+        near = numbers.get(h.line.input)
+        if not near:
+            continue
+        at = bisect_left(near, h.line.number - window)
+        if at < len(near) and near[at] <= h.line.number + window:
+            kept.append(h)
+    return kept
 
 
 def _branch_of(sig: Signature, hit: Hit) -> str:
@@ -709,16 +743,12 @@ def rank(
     top = _family_order(top)
     alternatives: dict[str, list[str]] = defaultdict(list)
     kept: list[Candidate] = []
+    line_sets = {id(c): {(h.line.input, h.line.number) for h in c.lines} for c in top}
     for cand in top:
-        lines = {(h.line.input, h.line.number) for h in cand.lines}
+        lines = line_sets[id(cand)]
+        own = _own_evidence(cand)
         leader = next(
-            (
-                k
-                for k in kept
-                if k.layer == cand.layer
-                and not _own_evidence(cand)
-                and lines <= {(h.line.input, h.line.number) for h in k.lines}
-            ),
+            (k for k in kept if k.layer == cand.layer and not own and lines <= line_sets[id(k)]),
             None,
         )
         if leader is not None:

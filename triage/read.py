@@ -267,6 +267,24 @@ def _index_breaks_plain(data: Text) -> tuple[int, list[int]]:
 
 
 @functools.cache
+def native_grouping() -> (
+    Callable[
+        [bytes | memoryview, list[tuple[int, int]]],
+        list[tuple[tuple[int, int, int], tuple[int, ...], int]],
+    ]
+    | None
+):
+    """`group_by_line` of the C helper `triage._lineindex` (the matcher's `_locate` in C), when
+    it was built; `TRIAGE_NO_NATIVE_LOCATE=1` leaves it out (the tests compare the two)."""
+    if os.environ.get("TRIAGE_NO_NATIVE_LOCATE", "") not in ("", "0"):
+        return None
+    try:
+        from triage._lineindex import group_by_line
+    except ImportError:
+        return None
+    return group_by_line
+
+
 def native_index() -> Callable[[bytes | memoryview, int], tuple[int, list[int]]] | None:
     """The C helper `triage._lineindex` (about 4x numpy's speed), when it was built."""
     if os.environ.get("TRIAGE_NO_NATIVE_INDEX"):
