@@ -61,6 +61,23 @@ def test_near_miss_info_context_is_not_a_tell(engine: Engine, tmp_path: Path) ->
     assert all(h.basis == "decisive" for h in report.hypotheses)
 
 
+def test_traceback_frames_are_not_tells(engine: Engine, tmp_path: Path) -> None:
+    # corpus/engine/cuda-seed-e24-oom-load-draft-model.log without its OutOfMemoryError line: the
+    # frame 'in load_model' and the source line under it say where the failure passed, not what
+    # it was; the honest answer is the symptom, not an inferred OOM
+    lines = _lines(CORPUS / "engine" / "cuda-seed-e24-oom-load-draft-model.log")
+    report = run_text(engine, "\n".join(lines[:2] + lines[3:]) + "\n", tmp_path)
+    assert report.hypotheses[0].signature == "engine-core-init-failed"
+    assert all(h.basis != "inferred" for h in report.hypotheses)
+
+
+def test_near_miss_whole_traceback_keeps_its_decisive_cause(engine: Engine, tmp_path: Path) -> None:
+    text = (CORPUS / "engine" / "cuda-seed-e24-oom-load-draft-model.log").read_text()
+    top = run_text(engine, text, tmp_path).hypotheses[0]
+    assert (top.signature, top.basis) == ("cuda-oom-loading-draft-model", "decisive")
+    assert 3 in [e.line for e in top.evidence]
+
+
 def test_inferred_symptom_cause_below_every_decisive_cause(engine: Engine, tmp_path: Path) -> None:
     # fabric manager: a decisive warning (no NVSwitch) beside the service's failed exit; the
     # supporting-only version-mismatch signature must rank below the decisive one

@@ -246,6 +246,7 @@ class Engine:
                 )
             scope.infer = True
             scope.failure_lines = {(u.line.input, u.line.number) for u in loose}
+            scope.frame_lines = {(h.line.input, h.line.number) for h in frame_hits}
             hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
             loose = self._loose(hypotheses, sig_hits, salient_hits, ready)
         if loose:  # the message catalog, opened only when a line needs locating

@@ -108,6 +108,13 @@ class Scope:
     launches: dict[str, list[int]] = field(default_factory=dict)  # input -> later launch starts
     failure_lines: set[tuple[str, int]] = field(default_factory=set)
     infer: bool = False  # supporting-only candidates may become (inferred) hypotheses
+    # Traceback frame lines ('File "...", line N, in f'): a frame and the source line printed
+    # under it say where a failure passed, not what it was, so neither is a tell.
+    frame_lines: set[tuple[str, int]] = field(default_factory=set)
+
+    def in_traceback_body(self, hit: Hit) -> bool:
+        place = (hit.line.input, hit.line.number)
+        return place in self.frame_lines or (place[0], place[1] - 1) in self.frame_lines
 
     def launch(self, hit: Hit) -> tuple[str, int]:
         return self.launch_of(hit.line.input, hit.line.number)
@@ -589,8 +596,9 @@ def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
     """Which supporting-only candidates become hypotheses (basis inferred): a cause that lists a
     fired error symptom nothing decisive explains, with a supporting line in that symptom's launch;
     or, when no decisive error cause fired at all, a cause with a supporting line near a failure
-    line. Only tells count: lines above INFO level, matched by a supporting pattern that matches
-    none of the signature's own near misses. Everything else is dropped."""
+    line. Only tells count: lines above INFO level, outside a traceback's frames and their source
+    lines, matched by a supporting pattern that matches none of the signature's own near misses.
+    Everything else is dropped."""
     decided = [c for c in cands if c.basis == "decisive"]
     symptoms = [
         c
@@ -628,7 +636,7 @@ def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
                     for i, n in scope.failure_lines
                 )
             ]
-        keep = [h for h in keep if _is_tell(cand.sig, h)]
+        keep = [h for h in keep if _is_tell(cand.sig, h) and not scope.in_traceback_body(h)]
         if keep:
             cand.supporting = keep
             admitted.append(cand)
