@@ -243,6 +243,52 @@ def check_overlaps(result: LoadResult) -> list[Issue]:
     return issues
 
 
+def check_shared_decisive(result: LoadResult) -> list[Issue]:
+    """Two signatures with an identical decisive pattern leave the choice between them to
+    priority; allowed only when one is declared the other's variant (`variant_of`, the other a
+    signature sharing that pattern) and has evidence of its own: a supporting pattern its parent
+    does not have (what tells the OOM of one phase from the generic OOM)."""
+    issues: list[Issue] = []
+    sigs = {s.id: s for s in result.signatures if s.kind != "knowledge"}
+    owners: dict[str, list[str]] = {}
+    for sig in sigs.values():
+        for pattern in sig.decisive:
+            ids = owners.setdefault(pattern.regex, [])
+            if sig.id not in ids:
+                ids.append(sig.id)
+    for shared, ids in owners.items():
+        if len(ids) < 2:
+            continue
+        for sig_id in ids:
+            sig = sigs[sig_id]
+            parent = sigs.get(sig.variant_of or "")
+            if parent is None or parent.id not in ids:
+                # the one member nobody's variant: the group's parent (exactly one may be)
+                if all(sigs[o].variant_of in ids for o in ids if o != sig_id):
+                    continue
+                issues.append(
+                    Issue(
+                        str(result.paths[sig_id]),
+                        "match",
+                        f"decisive pattern {shared[:60]!r} is also decisive in "
+                        f"{', '.join(o for o in ids if o != sig_id)}: declare variant_of with "
+                        "evidence of its own, or make the patterns differ",
+                    )
+                )
+                continue
+            own = {p.regex for p in sig.supporting} - {p.regex for p in parent.supporting}
+            if not own:
+                issues.append(
+                    Issue(
+                        str(result.paths[sig_id]),
+                        "variant_of",
+                        f"a variant of {parent.id} needs a supporting pattern of its own (the "
+                        "evidence that tells it from its parent)",
+                    )
+                )
+    return issues
+
+
 # Version-sweep misses that are right as they are, each with why: (signature id, the start of the
 # catalogued wording) -> reason. A miss not listed is an issue: widen the pattern to that release's
 # wording, or explain it here. (docs/catalog.md lists them too.)
@@ -307,6 +353,7 @@ def lint(root: Path | None = None, *, timing: bool = True) -> list[Issue]:
         if timing:
             issues.extend(check_linear_time(sig, path))
     issues.extend(check_overlaps(result))
+    issues.extend(check_shared_decisive(result))
     issues.extend(check_version_sweep(result))
     return issues
 

@@ -152,10 +152,14 @@ def load_signatures(root: Path | None = None) -> LoadResult:
         result.paths[sig.id] = path
     known = {s.id for s in result.signatures}
     for sig in result.signatures:
-        for ref in (*sig.explains, *sig.related):
+        for ref in (*sig.explains, *sig.related, *([sig.variant_of] if sig.variant_of else [])):
             if ref not in known:
                 result.errors.append(
-                    LoadError(str(result.paths[sig.id]), "explains/related", f"unknown id {ref!r}")
+                    LoadError(
+                        str(result.paths[sig.id]),
+                        "explains/related/variant_of",
+                        f"unknown id {ref!r}",
+                    )
                 )
     return result
 

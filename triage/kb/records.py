@@ -101,6 +101,7 @@ class Signature:
     window: int = 0
     explains: list[str] = field(default_factory=list)
     related: list[str] = field(default_factory=list)
+    variant_of: str | None = None
     applies_to: Applicability = field(default_factory=Applicability)
     differential: list[DifferentialCheck] = field(default_factory=list)
     fixes: list[Fix] = field(default_factory=list)

@@ -174,6 +174,9 @@ class Signature(_Strict):
     )  # supporting evidence must lie this close (0: anywhere)
     explains: list[SignatureId] = Field(default_factory=list)
     related: list[SignatureId] = Field(default_factory=list)
+    # A situation-specific variant of a generic signature whose decisive patterns it shares (the
+    # OOM of one phase); it leads only with evidence of its own (docs/ranking.md, families).
+    variant_of: SignatureId | None = None
     applies_to: Applicability = Field(default_factory=Applicability)
     differential: list[DifferentialCheck] = Field(default_factory=list)
     fixes: list[Fix] = Field(default_factory=list)
@@ -207,6 +210,8 @@ class Signature(_Strict):
                 raise ValueError(f"fix names unknown differential branch {fix.branch!r}")
         if self.id in self.explains:
             raise ValueError("a signature cannot explain itself")
+        if self.variant_of == self.id:
+            raise ValueError("a signature cannot be a variant of itself")
         return self
 
     @property
