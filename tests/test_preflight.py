@@ -416,3 +416,41 @@ def test_p2p_summary_from_gpu_run() -> None:
     assert "all pairs clean" in lines[0] and len(lines) == 3
     local = p2p_check(mib=1, timeout_s=5)  # no torch or no GPU here: reported, never raised
     assert local["ok"] in (None, True, False)
+
+
+CONTAINER_EXPORT = """#!/usr/bin/env bash
+# seed row E7 in a container launch: the kernel switches exported in the script's own shell
+set -euo pipefail
+export VLLM_MXFP4_USE_MARLIN=1
+export VLLM_USE_FLASHINFER_MXFP4_MOE=1
+docker run --gpus all --ipc=host -e VLLM_USE_FLASHINFER_MXFP4_MOE \\
+  vllm/vllm-openai:v0.31.0 --model openai/gpt-oss-120b --tensor-parallel-size 8
+"""
+
+
+def test_exported_but_not_passed_into_the_container(kb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """E7 through `docker run`: the variable exported without `-e` never reaches the engine, and
+    the image's release does not read it either: both facts are reported, at the export's line.
+    The one passed with a bare `-e NAME` takes the shell's value and gets only the release fact."""
+    script = tmp_path / "launch.sh"
+    script.write_text(CONTAINER_EXPORT)
+    found = {(f.rule, f.evidence, f.line) for f in lint_paths([script], kb.signatures).findings}
+    # the release fact comes from the knob data, or from the KB's own check for these names
+    release = ("env-unknown", "kb-config")
+    assert ("env-not-passed", "VLLM_MXFP4_USE_MARLIN=1", 4) in found
+    assert any(f == (r, "VLLM_MXFP4_USE_MARLIN=1", 4) for r in release for f in found)
+    assert any(f == (r, "VLLM_USE_FLASHINFER_MXFP4_MOE=1", 6) for r in release for f in found)
+    assert not any(r == "env-not-passed" and "FLASHINFER" in e for r, e, _ in found)
+
+
+def test_near_miss_passed_or_not_in_a_container_is_not_reported(kb, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    passed = tmp_path / "passed.sh"
+    passed.write_text(
+        "export VLLM_MXFP4_USE_MARLIN=1\n"
+        "docker run --gpus all -e VLLM_MXFP4_USE_MARLIN=1 vllm/vllm-openai:v0.31.0 --model m\n"
+    )
+    host = tmp_path / "host.sh"  # no container: the export reaches the engine
+    host.write_text("export VLLM_MXFP4_USE_MARLIN=1\nvllm serve m\n")
+    for path in (passed, host):
+        rules = {f.rule for f in lint_paths([path], kb.signatures, "0.31.0").findings}
+        assert "env-not-passed" not in rules and rules & {"env-unknown", "kb-config"}

@@ -40,6 +40,9 @@ class Launch:
     items: list[Item] = field(default_factory=list)
     container: bool = False  # runs in a container (docker run, compose, Kubernetes)
     notes: list[str] = field(default_factory=list)
+    # Variables the script exports in its own shell that a container launch does not pass in
+    # (no `-e NAME`): the engine inside never sees them.
+    shell_only: list[Item] = field(default_factory=list)
 
     def env(self) -> dict[str, Item]:
         return {i.name: i for i in self.items if i.kind == "env"}

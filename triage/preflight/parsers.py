@@ -240,6 +240,32 @@ def _docker_option(name: str, value: str, file: str, line: int, launch: Launch) 
             launch.items.append(Item("setting", f"ulimit_{n}", v, file, line))
 
 
+# Variables a serving stack reads (the engine, PyTorch, NCCL, CUDA, Hugging Face): exported in the
+# shell but not passed into a container, they are a launch mistake worth naming.
+_STACK_ENV = re.compile(r"^(?:VLLM|SGLANG|SGL|NCCL|CUDA|TORCH|PYTORCH|HF|HUGGING_FACE|TRITON)_")
+
+
+def _pass_through(launch: Launch, env_scope: list[Item]) -> None:
+    """`-e NAME` without a value passes the shell's value in: take it from the script's exports.
+    Exported stack variables the container is not given go to `launch.shell_only`."""
+    exported = {item.name: item for item in env_scope}
+    passed = set()
+    for i, item in enumerate(launch.items):
+        if item.kind != "env":
+            continue
+        passed.add(item.name)
+        if item.value == "" and item.name in exported:
+            shell = exported[item.name]
+            launch.items[i] = Item(
+                "env", item.name, shell.value, item.file, item.line, note="from the shell"
+            )
+    launch.shell_only = [
+        item
+        for name, item in exported.items()
+        if name not in passed and _STACK_ENV.match(name) is not None
+    ]
+
+
 def _memlock(value: str) -> str:
     soft = value.split(":", 1)[0].strip()
     return "infinity" if soft in ("-1", "unlimited") else soft
@@ -375,6 +401,7 @@ def _apply_command(
         start = 2 if words[1] == "run" else 3
         launch.items.extend(prefix_env)
         cmd = _docker_run(rest, start, file, launch)
+        _pass_through(launch, env_scope)
         found = _engine_start(cmd)
         if found:
             launch.engine, at = found

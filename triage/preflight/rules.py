@@ -23,6 +23,7 @@ from triage.preflight.model import Finding, Item, Launch
 SIG_ENV_UNKNOWN = "env-var-not-read"
 SIG_FLAG_UNKNOWN = "vllm-unrecognized-arguments"
 SIG_BACKEND_UNKNOWN = "attention-backend-invalid"
+SIG_ENV_NOT_PASSED = "container-env-not-passed"
 
 
 @dataclass
@@ -124,7 +125,7 @@ def knob_findings(launch: Launch, ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     confidence = "high" if resolved.exact else "lowered"
     base_notes = [] if resolved.exact else [resolved.why]
-    for item in launch.items:
+    for item in [*launch.items, *launch.shell_only]:
         if item.kind == "env" and item.name.startswith("VLLM_") and item.name not in rel.env:
             hist = knobs.history(engine, "env", item.name, rel)
             repl = knobs.env_replacement(item.name, rel)
@@ -209,6 +210,31 @@ def knob_findings(launch: Launch, ctx: Context) -> list[Finding]:
     return out
 
 
+def shell_only_findings(launch: Launch) -> list[Finding]:
+    """A variable the script exports for a container launch without passing it in (`-e NAME`):
+    the engine never reads it, whatever its release knows (seed row E7: an A/B comparison of
+    kernels would compare the default twice). The release check of `knob_findings` still runs
+    on it, so a name the image's release does not read is reported too."""
+    return [
+        Finding(
+            item.file,
+            item.line,
+            SIG_ENV_NOT_PASSED,
+            "harness",
+            "warning",
+            f"{item.name} is exported in the script's shell but not passed into the container "
+            f"(no -e {item.name} on the docker run at line {launch.line}): the engine in the "
+            "container never sees it",
+            item.shown(),
+            f"Pass it with -e {item.name}={item.value} (or -e {item.name}) on the docker run, "
+            "or drop the export",
+            "env-not-passed",
+            launch.name,
+        )
+        for item in launch.shell_only
+    ]
+
+
 def evaluate(launch: Launch, signatures: Iterable[Signature], ctx: Context) -> list[Finding]:
     """Every finding for one launch; a knob finding on an item a KB check already names is merged
     into that finding (the KB message carries the fix, the knob data the version evidence)."""
@@ -221,6 +247,7 @@ def evaluate(launch: Launch, signatures: Iterable[Signature], ctx: Context) -> l
             taken[key].notes.append(f.message)
             continue
         merged.append(f)
+    merged.extend(shell_only_findings(launch))
     if ctx.engine_version is None and launch.engine:
         for f in merged:
             if f.rule == "kb-config" and not f.notes:
