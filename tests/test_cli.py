@@ -126,3 +126,14 @@ def test_terminal_injection_is_neutralised(tmp_path: Path) -> None:
 def test_version_names_engine() -> None:
     out = run("--version").stdout.decode()
     assert "scanner: hyperscan" in out or "scanner: re2" in out
+
+
+def test_no_demonstrated_fix_is_said() -> None:
+    """A hypothesis whose fixes are all suggestions says that none is shown working (the cuBLAS
+    entry); one with a demonstrated fix (the KV-cache example) does not."""
+    untried = ROOT / "corpus" / "engine" / "cuda-cublas-not-initialized-internlm-hf.log"
+    for fmt, marker in (("text", "no fix here is shown working"), ("markdown", "No fix here")):
+        first = run("--no-history", "--format", fmt, str(untried)).stdout.decode()
+        assert marker in first.split("#2")[0], fmt
+        second = run("--no-history", "--format", fmt, str(EXAMPLE)).stdout.decode()
+        assert marker not in second.split("#2")[0], fmt

@@ -114,6 +114,9 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
             out.append(f"{i}. {escape_md(fix.do)}{when} — _{fix.confidence}_{likely}")
             if fix.caveat:
                 out.append(f"   - caveat: {escape_md(fix.caveat)}")
+        if not any(fix.confidence == "demonstrated" for fix in hyp.fixes):
+            out.append("")
+            out.append("_No fix here is shown working in its sources yet._")
         out.append("")
     if hyp.verify:
         out.append("**How to know it worked:**")

@@ -183,6 +183,9 @@ def render_text(
                 con.print(*spans)
                 if fix.caveat:
                     con.print((f"        caveat: {fix.caveat}", "triage.warning"))
+            if not any(fix.confidence == "demonstrated" for fix in hyp.fixes):
+                # the knowledge base says so rather than letting a suggestion pass for a cure
+                con.print(("     (no fix here is shown working in its sources yet)", "triage.dim"))
         if hyp.verify:
             con.print(("   verify:", "triage.dim"))
             for v in hyp.verify:
