@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.conftest import ROOT
 from tests.helpers import run_text
 from triage.api import Engine
 
@@ -122,3 +123,32 @@ def test_a_worker_killed_by_the_oom_killer_is_explained_by_it(
     )
     assert [h.signature for h in report.hypotheses] == ["host-oom-killer"]
     assert {e.signature for e in report.hypotheses[0].explains} == {"vllm-worker-proc-died"}
+
+
+def test_matched_lines_counts_beyond_the_kept_evidence(tmp_path: Path) -> None:
+    """A decisive line repeated past the matcher's cap is counted in `matched_lines` (the
+    evidence stays a bounded sample) and the text says how many are not shown; a line that
+    matches two decisive patterns of one signature counts once."""
+    from triage.api import Engine, load_kb
+    from triage.match import KEEP_HITS_PER_PATTERN
+    from triage.render.text import render_text
+
+    kb = load_kb()
+    lines = (ROOT / "corpus" / "engine" / "cuda-seed-e24-oom-load-draft-model.log").read_text()
+    oom = lines.splitlines()[2]  # torch.OutOfMemoryError: CUDA out of memory. Tried to allocate
+    repeats = KEEP_HITS_PER_PATTERN + 300
+    path = tmp_path / "many.log"
+    path.write_text("\n".join(f"{oom} rank {i}" for i in range(repeats)) + "\n")
+    report = Engine(kb).run([str(path)])
+    top = report.hypotheses[0]
+    assert top.matched_lines == repeats
+    assert sum(e.count for e in top.evidence if e.role == "decisive") < repeats
+    assert f"{repeats - sum(e.count for e in top.evidence if e.role == 'decisive'):,} more" in (
+        render_text(report, color=False)
+    )
+    # the near miss: a single line is all shown, nothing more is announced
+    one = tmp_path / "one.log"
+    one.write_text(oom + "\n")
+    single = Engine(kb).run([str(one)])
+    assert single.hypotheses[0].matched_lines == 1
+    assert "more matching" not in render_text(single, color=False)

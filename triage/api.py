@@ -255,6 +255,9 @@ class Engine:
             frames = [(process_key(h.line), h.line.number, h.line.text) for h in frame_hits]
             located, loose = locate(loose, facts, first_rank=len(hypotheses) + 1, frames=frames)
             hypotheses = hypotheses + located
+        for hyp in hypotheses:  # every decisive line, also those beyond the kept sample
+            if hyp.basis == "decisive":
+                hyp.matched_lines = matcher.result.decisive_lines.get(hyp.signature, 0)
         inputs = []
         skipped = []
         for src in sources:

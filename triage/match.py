@@ -110,6 +110,8 @@ def build_table(
 class MatchResult:
     hits: list[Hit] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # pattern id -> total
+    # signature -> lines one of its decisive patterns matched, kept as hits or only counted
+    decisive_lines: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
 class Matcher:
@@ -342,6 +344,7 @@ class Matcher:
         refs = self.table.refs
         counts = self.result.counts
         line: Line | None = None
+        counted: str | None = None  # the last signature whose decisive line this was counted for
         for pid in pattern_ids:
             try:
                 outcome = memo.outcomes[pid]
@@ -351,9 +354,13 @@ class Matcher:
                 continue
             found, confirmed = outcome
             counts[pid] += 1
+            ref = refs[pid]
+            if ref.role == "decisive" and ref.kind == "sig" and ref.owner != counted:
+                # a signature's patterns are consecutive in the table: one count per line
+                self.result.decisive_lines[ref.owner] += 1
+                counted = ref.owner
             if counts[pid] > KEEP_HITS_PER_PATTERN:
                 continue
-            ref = refs[pid]
             captures = dict(found) if found is not None else {}
             if ref.kind == "diff":
                 captures["__branch__"] = ref.role

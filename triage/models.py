@@ -151,6 +151,10 @@ class Hypothesis:
     # that printed it, and no curated signature explains it (docs/catalog.md)
     basis: str = "decisive"
     source: SourceOut | None = None  # for basis "located": where the message is printed
+    # Lines a decisive pattern of this signature matched in the inputs, shown or not: evidence
+    # keeps a bounded sample (folded repeats, at most MAX_EVIDENCE), this counts them all.
+    # 0 for an inferred or located hypothesis (no decisive line).
+    matched_lines: int = 0
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)

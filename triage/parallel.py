@@ -47,6 +47,7 @@ class RangeResult:
     overflowed: set[str]
     notes: list[str] = field(default_factory=list)
     fmt: str = "plain"
+    decisive_lines: dict[str, int] = field(default_factory=dict)
 
 
 def split_points(path: Path, jobs: int) -> list[tuple[int, int]]:
@@ -86,6 +87,7 @@ def _scan_range(args: tuple[str, str, int, int, frozenset[str] | None]) -> Range
         matcher.overflowed,
         source.notes,
         source.fmt,
+        dict(matcher.result.decisive_lines),
     )
 
 
@@ -125,6 +127,8 @@ def _merge(matcher: Matcher, results: list[RangeResult]) -> int:
             matcher.result.hits.append(hit)
         for pid, n in res.counts.items():
             matcher.result.counts[pid] += n
+        for sig_id, n in res.decisive_lines.items():
+            matcher.result.decisive_lines[sig_id] += n
         matcher.adopt_decisions(res.decided)
         matcher.overflowed |= res.overflowed
         for entries in res.pending.values():

@@ -101,6 +101,8 @@ class Hypothesis(_Model):
     # would explain (see docs/ranking.md); located: the message catalog's source line
     basis: Literal["decisive", "inferred", "located"] = "decisive"
     source: SourceOut | None = None  # for basis "located": where the message is printed
+    # lines a decisive pattern matched in the inputs, shown as evidence or not
+    matched_lines: int = Field(default=0, ge=0)
 
 
 class Unrecognized(_Model):

@@ -97,6 +97,9 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
             body.append(f"{_code_safe(e.input)}:{e.line}{count}: {_code_safe(e.text[:400])}")
         if len(hyp.evidence) > len(ev):
             body.append(f"... {len(hyp.evidence) - len(ev)} more line(s) not shown")
+        shown = sum(e.count for e in hyp.evidence if e.role == "decisive")
+        if hyp.matched_lines > shown:
+            body.append(f"... {hyp.matched_lines - shown:,} more matching line(s) in the input")
         out.extend(fenced(body))
         out.append("</details>")
         out.append("")

@@ -81,6 +81,11 @@ def _writer(stream: IO[str], color: bool | None) -> _Writer:
     return _Writer(stream, use_color(stream) if color is None else color)
 
 
+def plural_word(n: int, word: str) -> str:
+    """'line', 'lines'."""
+    return word if n == 1 else f"{word}s"
+
+
 def plural(n: int, word: str) -> str:
     """'1 line', '2 lines'."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
@@ -158,6 +163,11 @@ def render_text(
                 (f"     {neutralise(ev.input)}:{ev.line}{role}{count}: ", "triage.dim"),
                 (neutralise(ev.text[:300]), "triage.evidence"),
             )
+        shown = sum(ev.count for ev in hyp.evidence if ev.role == "decisive")
+        if hyp.matched_lines > shown:
+            more = hyp.matched_lines - shown
+            label = f"     ... {more:,} more matching {plural_word(more, 'line')} not shown"
+            con.print((label, "triage.dim"))
         if hyp.alternatives:
             con.print((f"   also consistent with: {', '.join(hyp.alternatives)}", "triage.dim"))
         for exp in hyp.explains:
