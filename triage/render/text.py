@@ -163,9 +163,9 @@ def render_text(
                 (f"     {neutralise(ev.input)}:{ev.line}{role}{count}: ", "triage.dim"),
                 (neutralise(ev.text[:300]), "triage.evidence"),
             )
-        shown = sum(ev.count for ev in hyp.evidence if ev.role == "decisive")
-        if hyp.matched_lines > shown:
-            more = hyp.matched_lines - shown
+        shown_lines = sum(ev.count for ev in hyp.evidence if ev.role == "decisive")
+        if hyp.matched_lines > shown_lines:
+            more = hyp.matched_lines - shown_lines
             label = f"     ... {more:,} more matching {plural_word(more, 'line')} not shown"
             con.print((label, "triage.dim"))
         if hyp.alternatives:
