@@ -21,6 +21,10 @@ Scenarios (the failure each one provokes, and how):
   healthy-gloo-2rank    2 gloo ranks under torchrun, TORCH_DISTRIBUTED_DEBUG=DETAIL, LOGLEVEL=INFO
   healthy-elastic-c10d  torchrun --rdzv-backend=c10d, 2 local workers on gloo, LOGLEVEL=INFO
   healthy-nccl-debug    1 NCCL rank with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV, all_reduce
+  store-host-exit       a TCPStore server process exits while its client keeps calling store.get
+  world-size-mismatch   gloo rank 0 says world_size=2, rank 1 says world_size=3 (one init address)
+  env-rank-unset        env:// with MASTER_ADDR/MASTER_PORT set and RANK unset
+  torchrun-static-no-master  torchrun --nnodes=2 --node-rank=1 (static rendezvous), node 0 never started
 """
 from __future__ import annotations
 
@@ -46,6 +50,23 @@ def worker(scenario: str, rank: int, world: int, port: int) -> None:
         store = dist.TCPStore("127.0.0.1", port, 1, True, timeout=datetime.timedelta(seconds=5))
         store.set("present", "1")
         store.wait(["rank1_ready"])
+        return
+    if scenario == "store-host-exit":
+        if rank == 0:
+            server = dist.TCPStore("127.0.0.1", port, 2, True, timeout=datetime.timedelta(seconds=20))
+            server.set("ready", "1")
+            time.sleep(3)
+            os._exit(5)  # the store host dies; its client is still using it
+        client = dist.TCPStore("127.0.0.1", port, 2, False, timeout=datetime.timedelta(seconds=20))
+        client.wait(["ready"])
+        for i in range(10):
+            client.set(f"k{i}", "v")
+            print(f"rank 1: get k{i} -> {client.get(f'k{i}')!r}", flush=True)
+            time.sleep(1)
+        return
+    if scenario == "env-rank-unset":
+        os.environ.pop("RANK", None)
+        dist.init_process_group("gloo", init_method="env://", world_size=1)
         return
     if scenario == "master-addr-unset":
         os.environ.pop("MASTER_ADDR", None)
@@ -141,6 +162,16 @@ def main() -> None:
                   HERE, "worker", "healthy-elastic-c10d", "0", "0", "29614"]], {"LOGLEVEL": "INFO"}, 60),
         ("healthy-nccl-debug", [w("nccl-healthy", 0, 1, 29615)],
          {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}, 60),
+        ("store-host-exit", [w("store-host-exit", 0, 2, 29616), w("store-host-exit", 1, 2, 29616)],
+         {}, 60),
+        ("world-size-mismatch",
+         [w("world-size-mismatch", 0, 2, 29617), w("world-size-mismatch", 1, 3, 29617)], {}, 60),
+        ("env-rank-unset", [w("env-rank-unset", 0, 1, 29618)],
+         {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29618"}, 40),
+        ("torchrun-static-no-master",
+         [[*trun, "--nnodes=2", "--node-rank=1", "--nproc-per-node=1", "--master-addr=127.0.0.1",
+           "--master-port=29619", "--rdzv-conf=timeout=20", HERE, "worker", "healthy-gloo-2rank",
+           "0", "0", "29619"]], {"LOGLEVEL": "INFO"}, 70),
     ]
     for name, cmds, env, tmo in scen:
         if only and name not in only:
