@@ -6,14 +6,14 @@ process of a scenario goes to logs/<scenario>.log, and the folder is packed into
 (the device tool returns at most 8 files). NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 
 Scenarios (the failure each one provokes, and how):
-  store-refused         rank 1 of 2 points at a port nothing listens on (TCPStore client, 20 s timeout)
+  store-refused         rank 1 of 2 points at a port nothing listens on (20 s timeout)
   store-unresolvable    MASTER_ADDR is a name that does not resolve (.invalid)
   store-server-wait     rank 0 of 2 hosts the store; rank 1 is never started (15 s timeout)
   store-key-wait        a TCPStore client waits for a key nobody writes (store.wait, 5 s timeout)
   rank-out-of-range     rank 2 with world_size 2 (a launcher computing ranks wrongly)
   master-addr-unset     env:// with MASTER_ADDR unset
   elastic-join-timeout  torchrun --nnodes=2 (c10d rendezvous) with only one node started
-  elastic-no-store      torchrun --nnodes=2 --node-rank=1 pointed at a c10d endpoint that does not answer (10.255.255.1)
+  elastic-no-store      torchrun --nnodes=2 at a c10d endpoint that does not answer (10.255.255.1)
   gloo-no-iface         gloo process group with GLOO_SOCKET_IFNAME=nonexistent0
   gloo-peer-exit        2 gloo ranks; rank 1 exits (os._exit) before the second all_reduce
   nccl-net-ib-missing   NCCL_NET=IB on a host without InfiniBand
@@ -24,7 +24,7 @@ Scenarios (the failure each one provokes, and how):
   store-host-exit       a TCPStore server process exits while its client keeps calling store.get
   world-size-mismatch   gloo rank 0 says world_size=2, rank 1 says world_size=3 (one init address)
   env-rank-unset        env:// with MASTER_ADDR/MASTER_PORT set and RANK unset
-  torchrun-static-no-master  torchrun --nnodes=2 --node-rank=1 (static rendezvous), node 0 never started
+  torchrun-static-no-master  torchrun --nnodes=2 --node-rank=1 (static), node 0 never started
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ import tarfile
 import time
 
 HERE = os.path.abspath(__file__)
-SAFE = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
+SAFE = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
         "PYTHONUNBUFFERED": "1"}
 
 
@@ -53,7 +54,8 @@ def worker(scenario: str, rank: int, world: int, port: int) -> None:
         return
     if scenario == "store-host-exit":
         if rank == 0:
-            server = dist.TCPStore("127.0.0.1", port, 2, True, timeout=datetime.timedelta(seconds=20))
+            limit = datetime.timedelta(seconds=20)
+            server = dist.TCPStore("127.0.0.1", port, 2, True, timeout=limit)
             server.set("ready", "1")
             time.sleep(3)
             os._exit(5)  # the store host dies; its client is still using it
@@ -138,28 +140,30 @@ def main() -> None:
         ("rank-out-of-range", [w("rank-out-of-range", 2, 2, 29605)], {}, 40),
         ("master-addr-unset", [w("master-addr-unset", 0, 1, 29606)], {}, 40),
         ("elastic-join-timeout",
-         [trun + ["--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
-                  "--rdzv-endpoint=127.0.0.1:29607", "--rdzv-id=job7", "--rdzv-conf=join_timeout=20",
-                  HERE, "worker", "healthy-gloo-2rank", "0", "0", "29607"]], {"LOGLEVEL": "INFO"}, 90),
+         [[*trun, "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+           "--rdzv-endpoint=127.0.0.1:29607", "--rdzv-id=job7", "--rdzv-conf=join_timeout=20",
+           HERE, "worker", "healthy-gloo-2rank", "0", "0", "29607"]], {"LOGLEVEL": "INFO"}, 90),
         ("elastic-no-store",
-         [trun + ["--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
-                  "--rdzv-endpoint=10.255.255.1:29608", "--rdzv-id=job8",
-                  "--rdzv-conf=join_timeout=20,read_timeout=20",
-                  HERE, "worker", "healthy-gloo-2rank", "0", "0", "29608"]],
+         [[*trun, "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+           "--rdzv-endpoint=10.255.255.1:29608", "--rdzv-id=job8",
+           "--rdzv-conf=join_timeout=20,read_timeout=20",
+           HERE, "worker", "healthy-gloo-2rank", "0", "0", "29608"]],
          {"LOGLEVEL": "INFO"}, 90),
-        ("gloo-no-iface", [w("gloo-no-iface", 0, 1, 29609)], {"GLOO_SOCKET_IFNAME": "nonexistent0"}, 40),
-        ("gloo-peer-exit", [w("gloo-peer-exit", 0, 2, 29610), w("gloo-peer-exit", 1, 2, 29610)], {}, 60),
+        ("gloo-no-iface", [w("gloo-no-iface", 0, 1, 29609)],
+         {"GLOO_SOCKET_IFNAME": "nonexistent0"}, 40),
+        ("gloo-peer-exit",
+         [w("gloo-peer-exit", 0, 2, 29610), w("gloo-peer-exit", 1, 2, 29610)], {}, 60),
         ("nccl-net-ib-missing", [w("nccl-net-ib", 0, 1, 29611)],
          {"NCCL_DEBUG": "INFO", "NCCL_NET": "IB"}, 60),
         ("nccl-comm-id-refused", [w("nccl-comm-id", 0, 1, 29612)],
          {"NCCL_DEBUG": "INFO", "NCCL_COMM_ID": "10.255.255.1:29699"}, 60),
         ("healthy-gloo-2rank",
-         [trun + ["--nproc-per-node=2", "--master-port=29613", HERE, "worker", "healthy-gloo-2rank",
-                  "0", "0", "29613"]], {"LOGLEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, 60),
+         [[*trun, "--nproc-per-node=2", "--master-port=29613", HERE, "worker", "healthy-gloo-2rank",
+           "0", "0", "29613"]], {"LOGLEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, 60),
         ("healthy-elastic-c10d",
-         [trun + ["--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d",
-                  "--rdzv-endpoint=127.0.0.1:29614", "--rdzv-id=job14",
-                  HERE, "worker", "healthy-elastic-c10d", "0", "0", "29614"]], {"LOGLEVEL": "INFO"}, 60),
+         [[*trun, "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d",
+           "--rdzv-endpoint=127.0.0.1:29614", "--rdzv-id=job14",
+           HERE, "worker", "healthy-elastic-c10d", "0", "0", "29614"]], {"LOGLEVEL": "INFO"}, 60),
         ("healthy-nccl-debug", [w("nccl-healthy", 0, 1, 29615)],
          {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}, 60),
         ("store-host-exit", [w("store-host-exit", 0, 2, 29616), w("store-host-exit", 1, 2, 29616)],
@@ -176,10 +180,12 @@ def main() -> None:
     for name, cmds, env, tmo in scen:
         if only and name not in only:
             continue
-        run(name, cmds, env, tmo, logs, drop=("MASTER_ADDR",) if name == "master-addr-unset" else ())
+        drop = ("MASTER_ADDR",) if name == "master-addr-unset" else ()
+        run(name, cmds, env, tmo, logs, drop=drop)
     with open(os.path.join(logs, "versions.txt"), "w") as fh:
         import torch
-        fh.write(f"torch {torch.__version__} cuda {torch.version.cuda} nccl {torch.cuda.nccl.version()}\n")
+        nccl = torch.cuda.nccl.version()
+        fh.write(f"torch {torch.__version__} cuda {torch.version.cuda} nccl {nccl}\n")
     with tarfile.open(os.path.join(out, "dist-logs.tgz"), "w:gz") as tf:
         tf.add(logs, arcname="logs")
 
