@@ -42,8 +42,8 @@ SAFE = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
 
 
 def worker(scenario: str, rank: int, world: int, port: int) -> None:
-    import torch
-    import torch.distributed as dist
+    import torch  # type: ignore[import-not-found]  # present on the GPU machine only
+    import torch.distributed as dist  # type: ignore[import-not-found]
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(port)
@@ -129,7 +129,11 @@ def main() -> None:
     os.makedirs(logs, exist_ok=True)
     only = set(sys.argv[1:])
     py = sys.executable
-    w = lambda sc, r, n, port: [py, HERE, "worker", sc, str(r), str(n), str(port)]  # noqa: E731
+
+    def w(sc: str, r: int, n: int, port: int) -> list[str]:
+        """The command line of one worker process of scenario `sc`."""
+        return [py, HERE, "worker", sc, str(r), str(n), str(port)]
+
     trun = [py, "-m", "torch.distributed.run"]
     scen = [
         ("store-refused", [w("store-refused", 1, 2, 29601)], {}, 60),
