@@ -64,6 +64,23 @@ FAILURES = {
     "tag-e": _line(
         ROOT / "corpus" / "engine" / "cuda-stream-capture-tensorrt-trtexec.log", "] [E] "
     ),
+    # a command-line tool's own error line (corpus/engine: ollama's CLI)
+    "cli-error": _line(
+        ROOT / "corpus" / "engine" / "ollama-external-ssd-timed-out-waiting-runner.log", "Error: "
+    ),
+    # a bracketed error tag (corpus/engine: the Ascend runtime's [ERROR] record)
+    "tag-error": _line(
+        ROOT / "corpus" / "engine" / "gap-vllm-reasoning-parser-not-found-headless.log", "[ERROR] "
+    ),
+    # SGLang's worker reporting its exception on one line, the traceback cut after it
+    # (corpus/engine/sglang-0.5.15-qwen3.6-35b-a3b-fp8-decode-scheduler-exception.log)
+    "hit-exception": _line(
+        ROOT
+        / "corpus"
+        / "engine"
+        / "sglang-0.5.15-qwen3.6-35b-a3b-fp8-decode-scheduler-exception.log",
+        "hit an exception",
+    ),
     # a permission check (NVIDIA/nccl, shm_open)
     "denied": "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
     "Permission denied",
@@ -78,6 +95,10 @@ NEAR_MISSES = {
     "logrus-warning": _line(HEALTHY / "dockerd-containerd-plugins-btrfs-warning.log", "warning"),
     "logrus-info": _line(HEALTHY / "gpu-operator-container-toolkit-install-level-info.log", "info"),
     "pip-error": _line(HEALTHY / "pip-build-deps-resolver-error-line-installed.log", "ERROR: pip"),
+    # a corrected AER record says "Bus Error:" and is not a tool's error line
+    "aer-corrected": _line(
+        ROOT / "corpus" / "node" / "aer-corrected-data-link-layer-journal.log", "Bus Error"
+    ),
     "glog-warning": _line(
         HEALTHY / "torch-destroy-process-group-warning-timestamped.log", "ProcessGroupNCCL"
     ),
@@ -108,6 +129,31 @@ def test_near_miss_stays_silent(bare: Engine, tmp_path: Path, name: str) -> None
     assert not report.failed
 
 
+def test_traceback_cut_before_its_exception_is_reported(bare: Engine, tmp_path: Path) -> None:
+    # an SGLang scheduler traceback (corpus/engine) cut after three frames: the frames are all
+    # there is, so the traceback's first line is reported (not silent); the near miss, the same
+    # traceback with an exception line, is reported by that line instead
+    log = (
+        ROOT
+        / "corpus"
+        / "engine"
+        / "sglang-0.5.15-qwen3.6-35b-a3b-fp8-decode-scheduler-exception.log"
+    )
+    lines = log.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line)
+    frames = [line for line in lines[start:] if line.lstrip().startswith(("File ", "Traceback"))]
+    cut = run_text(
+        bare, "\n".join(["Traceback (most recent call last):", *frames[1:4]]) + "\n", tmp_path
+    )
+    assert _unexplained(cut) == [1] and cut.failed
+    whole = run_text(
+        bare,
+        "\n".join(["Traceback (most recent call last):", *frames[1:4], "KeyError: 'x'"]) + "\n",
+        tmp_path,
+    )
+    assert _unexplained(whole) == [5]
+
+
 def test_logger_block_body_and_recovered_startup_are_not_failures(
     bare: Engine, tmp_path: Path
 ) -> None:
@@ -136,9 +182,12 @@ def test_eval_reports_a_tagged_subset(tmp_path: Path) -> None:
         ("engine", "c", ""),
     ):
         (root / layer).mkdir(parents=True, exist_ok=True)
-        (root / layer / f"{name}.log").write_bytes((ROOT / "examples" / "vllm-kv-cache-oom.log").read_bytes())
+        (root / layer / f"{name}.log").write_bytes(
+            (ROOT / "examples" / "vllm-kv-cache-oom.log").read_bytes()
+        )
         (root / layer / f"{name}.expected.yaml").write_text(
-            "source: https://example.invalid/x\norigin: real\n" + extra
+            "source: https://example.invalid/x\norigin: real\n"
+            + extra
             + "expect:\n  top: kv-cache-no-memory\n  line: 10\n"
         )
     assert len(evaluate(root, tag="round-9").cases) == 2

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from triage.kb.records import Signature
 
 FORMAT_SAMPLE_LINES = 200
+TRACEBACK_HEAD = "Traceback (most recent call last)"
 # Traceback frame lines: the message catalog locates a bare exception line by its innermost frame.
 # (The pattern is a literal of triage.catalog.frames, repeated so a run imports that package only
 # when a line needs locating; a test keeps the two equal.)
@@ -245,7 +246,13 @@ class Engine:
                     key=lambda h: (position.get(h.line.input, -1), h.line.number, h.pattern_index),
                 )
             scope.infer = True
-            scope.failure_lines = {(u.line.input, u.line.number) for u in loose}
+            # a traceback cut before its exception line says that something failed, not what:
+            # it is reported, but no cause is inferred from lines near it
+            scope.failure_lines = {
+                (u.line.input, u.line.number)
+                for u in loose
+                if TRACEBACK_HEAD not in (u.line.text or u.line.raw)
+            }
             scope.frame_lines = {(h.line.input, h.line.number) for h in frame_hits}
             hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
             loose = self._loose(hypotheses, sig_hits, salient_hits, ready)

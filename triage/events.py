@@ -25,6 +25,13 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     ),
     # a failed permission check, as tools print it ("bash: ./x: Permission denied", "[Errno 13] ...")
     ("denied", r"(?::|\]) Permission denied\b"),
+    # a command-line tool's own error line: "error: pyxis: couldn't mkdir ...", "Error: stat
+    # nvidia.com/gpu=0: ...", "[ERROR] [sol_attn] kernel failed"; a worker that reports its
+    # exception in one line before the traceback ("TpModelWorkerClient hit an exception:")
+    (
+        "error-line",
+        r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/]|\[(?:ERROR|FATAL)\] |\bhit an exception: |^Error in child process:)",
+    ),
     # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
     ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|$)"),
     # process exits reported by supervisors (systemd, docker, kubelet, Slurm)
@@ -138,9 +145,9 @@ class UnexplainedLine:
 
 
 # Classes whose lines after a diagnosed failure of the same input are that failure's tail.
-_TAIL_CLASSES = ("fatal", "exit", "service", "container", "logger")
+_TAIL_CLASSES = ("fatal", "exit", "service", "container", "logger", "error-line")
 # Classes that say nothing at INFO / DEBUG level (a log line that quotes the state, not the event).
-_LEVELLED_CLASSES = ("container", "denied", "kernel-error", "service")
+_LEVELLED_CLASSES = ("container", "denied", "kernel-error", "service", "error-line")
 # A request-level error of a serving engine (one bad request, the server is fine).
 _REQUEST_LEVEL = re.compile(r"\bserving_\w+\.py:\d+\]")
 
@@ -193,9 +200,12 @@ def unexplained(
     all_spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for tb in tracebacks:
         all_spans[tb.key].append((tb.start, tb.end or tb.start + 500))
+    # tracebacks whose exception line is not in the input (an excerpt or a paste cut short): the
+    # traceback's first line is the only trace of the failure
+    cut = {(tb.input, tb.start) for tb in tracebacks if tb.exception is None}
     for hit in sorted(salient, key=lambda h: (h.line.input, h.line.number)):
         line = hit.line
-        if hit.signature == "traceback":
+        if hit.signature == "traceback" and (line.input, line.number) not in cut:
             continue
         if hit.signature == "logger" and _logger_noise(
             line, classes_at, logger_at, all_spans, (ready or {}).get(line.input, ())
