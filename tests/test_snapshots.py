@@ -264,6 +264,12 @@ RULES = [
         "h:4152:4206 [0] NCCL INFO NET : Using interface eth0:10.151.40.240<0>",
     ),
     (
+        "k8s-probe-kills-model-server",
+        "  Warning  Unhealthy  25m (x3 over 25m)  kubelet  Liveness probe failed: HTTP probe failed"
+        " with statuscode: 404",
+        "    Liveness:       tcp-socket :5432 delay=0s timeout=1s period=3s #success=1 #failure=3",
+    ),
+    (
         "gpu-row-remapping-failure",
         "        Remapping Failure Occurred                     : Yes",
         "        Remapping Failure Occurred                     : No",
