@@ -1,6 +1,7 @@
 """The engine facade: the only module that knows the order of the stages.
 
-read -> (scan + locate + frame + confirm) -> facts -> events -> rank -> catalog -> Report -> redact.
+read -> (scan + locate + frame + confirm) -> facts + snapshots -> events -> rank -> catalog
+-> Report -> redact.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from triage.read import (
     read_source,
 )
 from triage.redact import redact, redact_report
+from triage.snapshots import SNAPSHOT_PATTERNS, read_snapshots
 from triage.textutil import looks_binary, mask, only_journal_markers
 
 if TYPE_CHECKING:
@@ -86,7 +88,7 @@ class Engine:
     def __init__(self, kb: KnowledgeBase, options: RunOptions | None = None) -> None:
         self.kb = kb
         self.options = options or RunOptions()
-        facts = FACT_PATTERNS + ((STATS_PATTERN,) if self.options.stats else ())
+        facts = FACT_PATTERNS + SNAPSHOT_PATTERNS + ((STATS_PATTERN,) if self.options.stats else ())
         self.table = build_table(kb.signatures, facts, (*SALIENT_PATTERNS, CATALOG_FRAME))
         self._engine_name = self.options.engine
 
@@ -223,6 +225,7 @@ class Engine:
                 salient_hits.append(hit)
         launches = launch_starts(fact_hits)
         facts = collect_facts(_launch_facts(fact_hits, sig_hits, launches, self.kb.by_id))
+        facts.update(read_snapshots(fact_hits))  # pasted ulimit / nvidia-smi / kubectl / ... blocks
         scope = Scope(launches=launches)
         hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
         # per input, the span from a launch's start to each of its ready lines (a start-up's

@@ -142,10 +142,141 @@ class LlmSuggestion(_Model):
     confidence: str  # low | medium | high
 
 
+# The facts read off pasted snapshots (triage/snapshots, docs/report.md): documented in the
+# published schema as optional properties of `facts`; other facts stay free-form.
+_WHERE = {"input": {"type": "string"}, "line": {"type": "integer"}}
+_LIMIT = {"anyOf": [{"type": "integer"}, {"const": "unlimited"}]}
+_SCALAR = {"type": ["string", "integer"]}
+SNAPSHOT_FACTS: dict[str, Any] = {
+    "ulimit": {
+        "type": "object",
+        "description": "ulimit -a: each limit by what it limits (memlock_kb, nofile, stack_kb...)",
+        "properties": {
+            "memlock_kb": _LIMIT,
+            "nofile": _LIMIT,
+            "stack_kb": _LIMIT,
+            "nproc": _LIMIT,
+            **_WHERE,
+        },
+        "additionalProperties": {"anyOf": [_LIMIT, {"type": "string"}]},
+    },
+    "gpus": {
+        "type": "array",
+        "description": "GPUs from nvidia-smi -q sections and the nvidia-smi table, by bus id",
+        "items": {
+            "type": "object",
+            "properties": {
+                "index": {"type": "integer"},
+                "bus_id": {"type": "string"},
+                "name": {"type": "string"},
+                "persistence_mode": {"type": "string"},
+                "mig_mode": {"type": "string"},
+                "ecc_uncorrected": _SCALAR,
+                "retired_pages_pending": {"type": "string"},
+                "remapped_rows_pending": {"type": "string"},
+                "remapping_failure": {"type": "string"},
+                **_WHERE,
+            },
+            "required": ["index", "bus_id"],
+        },
+    },
+    "gpu_topology": {
+        "type": "object",
+        "description": "nvidia-smi topo -m: links[GPUa][GPUb] is NV#, SYS, NODE, PHB, PXB or PIX",
+        "properties": {
+            "gpus": {"type": "array", "items": {"type": "string"}},
+            "links": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                },
+            },
+            "nvlink": {"type": "boolean"},
+            "cpu_affinity": {"type": "object", "additionalProperties": {"type": "string"}},
+            **_WHERE,
+        },
+        "required": ["gpus", "links", "nvlink"],
+    },
+    "units": {
+        "type": "array",
+        "description": "systemctl status: one per unit header",
+        "items": {
+            "type": "object",
+            "properties": {
+                "unit": {"type": "string"},
+                "description": {"type": "string"},
+                "loaded": {"type": "string"},
+                "active": {"type": "string"},
+                "sub": {"type": "string"},
+                "result": {"type": "string"},
+                "main_pid": {"type": "integer"},
+                "exit_code_kind": {"type": "string"},
+                "exit_status": {"type": "string"},
+                **_WHERE,
+            },
+            "required": ["unit"],
+        },
+    },
+    "pods": {
+        "type": "array",
+        "description": "kubectl get pods rows and describe pod container states, by pod name",
+        "items": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "namespace": {"type": "string"},
+                "ready": {"type": "string"},
+                "status": {"type": "string"},
+                "restarts": {"type": "integer"},
+                "state": {"type": "string"},
+                "state_reason": {"type": "string"},
+                "last_state": {"type": "string"},
+                "last_reason": {"type": "string"},
+                "exit_code": {"type": "integer"},
+                **_WHERE,
+            },
+            "required": ["name"],
+        },
+    },
+    "nccl_interfaces": {
+        "type": "object",
+        "description": "NCCL's NET/Socket and NET/IB lists, OOB and bootstrap interface",
+        "properties": {
+            "socket": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "address": {"type": "string"}},
+                },
+            },
+            "ib": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "device": {"type": "string"},
+                        "port": {"type": "integer"},
+                        "link": {"type": "string"},
+                    },
+                },
+            },
+            "oob": {"type": "string"},
+            "bootstrap": {"type": "string"},
+            "ib_device_found": {"type": "boolean"},
+            "hosts": {"type": "array", "items": {"type": "string"}},
+            **_WHERE,
+        },
+    },
+}
+
+
 class Report(_Model):
     schema_: str = Field(default=REPORT_SCHEMA, alias="schema")
     inputs: list[InputInfo]
-    facts: dict[str, Any] = Field(default_factory=dict)
+    facts: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"properties": SNAPSHOT_FACTS}
+    )
     hypotheses: list[Hypothesis] = Field(default_factory=list)
     unrecognized: list[Unrecognized] = Field(default_factory=list)
     skipped: list[dict[str, str]] = Field(default_factory=list)
