@@ -670,10 +670,12 @@ def _keyword_holders(strings: list[str]) -> set[str]:
     starts = [0]
     for low in lowered:
         starts.append(starts[-1] + len(low) + 1)
-    holders: set[str] = set()
-    for m in _keyword_finder().finditer("\0".join(lowered)):
-        holders.add(strings[bisect_right(starts, m.start()) - 1])
-    return holders
+    joined = "\0".join(lowered)
+    try:
+        found = list(_keyword_finder().finditer(joined))
+    except UnicodeError:  # RE2 reads UTF-8: a lone surrogate (undecodable log bytes) cannot go in
+        found = list(re.compile(_keyword_finder().pattern).finditer(joined))
+    return {strings[bisect_right(starts, m.start()) - 1] for m in found}
 
 
 def _active(text: str) -> list[_Rule]:
@@ -776,6 +778,16 @@ def _strings(value: Any, out: set[str]) -> set[str]:
     return out
 
 
+# The last report `redact_report` returned: redacting it again would return an equal report, so
+# a caller that received it (the history recorder, after the engine redacted) can skip the work.
+_last_redacted: list[Report] = []
+
+
+def is_redacted(report: Report) -> bool:
+    """Whether this very object came out of `redact_report` (the last one it returned)."""
+    return bool(_last_redacted) and _last_redacted[0] is report
+
+
 def redact_report(report: Report) -> Report:
     """A copy of the report with every secret removed: evidence, facts (by name too), captures,
     unrecognized lines and their fingerprints. Pure; redacting twice changes nothing more.
@@ -783,7 +795,11 @@ def redact_report(report: Report) -> Report:
     them finds the few that the rules must read (a rule runs only where its keyword is)."""
     from triage.models import Report
 
+    if is_redacted(report):
+        return report
     data = report.to_json_dict()
     strings = list(_strings(data, set()))
     clean = set(strings) - _keyword_holders(strings)
-    return Report.from_json_dict(redact_value(data, None, clean))
+    out = Report.from_json_dict(redact_value(data, None, clean))
+    _last_redacted[:] = [out]
+    return out
