@@ -345,7 +345,12 @@ def _url_password(m: re.Match[str]) -> tuple[int, int] | None:
         if _URL_HOST.match(text, start + at + 1) and _value_ok(window[:at], lenient=True):
             return start, start + at
         at = window.rfind("@", 0, at)
-    if start + len(window) == len(text) and not _PORT.match(window) and _value_ok(window):
+    if (
+        start + len(window) == len(text)
+        and not _PORT.match(window)
+        and "/" not in window  # `host:port/v1/models`: a path after a port name, not a password
+        and _value_ok(window)
+    ):
         return start, len(text)  # the text was cut before the '@' (evidence cut at a length)
     return None
 

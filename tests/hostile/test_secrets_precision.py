@@ -105,11 +105,23 @@ def test_reports_of_the_corpus_are_unchanged_by_redaction(engine: Engine) -> Non
     plain = Engine(engine.kb, RunOptions(redact=False))
     logs = sorted((ROOT / "corpus").rglob("*.log"))[::4] + sorted((ROOT / "examples").glob("*.log"))
     assert len(logs) > 100
-    changed = [
-        p.name
-        for p in logs
-        if engine.run([str(p)]).to_json_dict() != plain.run([str(p)]).to_json_dict()
-    ]
+    from triage.redact import is_secret_name
+
+    def holds_named_secret(value: object) -> bool:
+        # a log that sets a credential by name (`--api-key test` in a launch line) has a secret
+        if isinstance(value, dict):
+            return any(is_secret_name(str(k)) or holds_named_secret(v) for k, v in value.items())
+        if isinstance(value, list):
+            return any(holds_named_secret(v) for v in value)
+        return False
+
+    changed = []
+    for p in logs:
+        unredacted = plain.run([str(p)])
+        if holds_named_secret(unredacted.facts):
+            continue
+        if engine.run([str(p)]).to_json_dict() != unredacted.to_json_dict():
+            changed.append(p.name)
     assert not changed
 
 
