@@ -59,7 +59,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,6 +161,8 @@ def _py_parts(
         for value in node.values:
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 out.append(value.value)
+            elif isinstance(value, ast.FormattedValue) and _constant(value, names) is not None:
+                out.append(_constant(value, names))  # f"{_ERR_MSG_PREFIX}{name!r}"
             else:
                 out.append(None)
         return out
@@ -191,6 +193,19 @@ def _py_parts(
     return None
 
 
+def _constant(value: ast.FormattedValue, names: dict[str, list[ast.expr]]) -> str | None:
+    """The text of an f-string field that names a string constant (a module-level NAME = "...",
+    the one assignment of that name): the runtime prints the constant there, not a variable."""
+    if value.conversion != -1 or value.format_spec is not None:
+        return None
+    if not isinstance(value.value, ast.Name):
+        return None
+    found = names.get(value.value.id, [])
+    if len(found) == 1 and isinstance(found[0], ast.Constant) and isinstance(found[0].value, str):
+        return found[0].value
+    return None
+
+
 def _call_name(func: ast.expr) -> str:
     if isinstance(func, ast.Name):
         return func.id
@@ -214,7 +229,7 @@ class _PyVisitor(ast.NodeVisitor):
 
     def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.scope.append(node.name)
-        names: dict[str, list[ast.expr]] = {}
+        names: dict[str, list[ast.expr]] = {k: list(v) for k, v in self.names[0].items()}
         if not isinstance(node, ast.ClassDef):
             for sub in ast.walk(node):
                 if isinstance(sub, ast.Assign) and len(sub.targets) == 1:
@@ -278,6 +293,15 @@ def python_messages(source: str) -> list[Message]:
     except (SyntaxError, ValueError, RecursionError):
         return []
     visitor = _PyVisitor()
+    for stmt in tree.body:  # module-level string constants, seen by every scope
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Constant)
+            and isinstance(stmt.value.value, str)
+        ):
+            visitor.names[0].setdefault(stmt.targets[0].id, []).append(stmt.value)
     try:
         visitor.visit(tree)
     except RecursionError:
@@ -327,6 +351,44 @@ C_CALLS: dict[str, tuple[str, int, str]] = {
     "fprintf": ("fprintf", 1, "printf"),
     "throw std::runtime_error": ("std::runtime_error", 0, "concat"),
     "throw std::invalid_argument": ("std::invalid_argument", 0, "concat"),
+    # the driver's unleveled console print (its text carries the NVRM: prefix)
+    "portDbgPrintf": ("portDbgPrintf", 0, "printf"),
+    # CPython's own exceptions (the class is an argument: see _C_CLASS_ARG)
+    "PyErr_Format": ("PyErr_Format", 1, "pyformat"),
+    "_PyErr_Format": ("PyErr_Format", 2, "pyformat"),
+    "PyErr_SetString": ("PyErr_SetString", 1, "pyformat"),
+    "_PyErr_SetString": ("PyErr_SetString", 2, "pyformat"),
+    "type_error": ("TypeError", 0, "pyformat"),
+}
+# systemd's log calls: name -> index of the format; the level is in the name, or an argument
+# (log_full, log_unit_full: index 0 / 1), or absent (LOG_UNIT_MESSAGE inside log_unit_struct)
+for _lvl in ("notice", "warning", "error", "crit", "alert", "emergency", "emerg"):
+    C_CALLS[f"log_{_lvl}"] = (f"log_{_lvl}", 0, "printf")
+    C_CALLS[f"log_{_lvl}_errno"] = (f"log_{_lvl}", 1, "printf")
+    C_CALLS[f"log_unit_{_lvl}"] = (f"log_{_lvl}", 1, "printf")
+    C_CALLS[f"log_unit_{_lvl}_errno"] = (f"log_{_lvl}", 2, "printf")
+C_CALLS.update(
+    {
+        "log_full": ("log", 1, "printf"),
+        "log_full_errno": ("log", 2, "printf"),
+        "log_unit_full": ("log", 2, "printf"),
+        "log_unit_full_errno": ("log", 3, "printf"),
+        "LOG_UNIT_MESSAGE": ("LOG_UNIT_MESSAGE", 1, "unitprintf"),
+        "LOG_MESSAGE": ("LOG_MESSAGE", 0, "printf"),
+    }
+)
+# the argument that names the exception class (PyExc_TypeError -> TypeError)
+_C_CLASS_ARG = {"PyErr_Format": 0, "_PyErr_Format": 1, "PyErr_SetString": 0, "_PyErr_SetString": 1}
+# the argument that holds a level (kept in the call kind: severity comes from it)
+_C_LEVEL_ARG = {
+    "nv_printf": 0,
+    "NV_DEV_PRINTF": 0,
+    "NV_DEV_PRINTF_STATUS": 0,
+    "NV_PRINTF": 0,
+    "log_full": 0,
+    "log_full_errno": 0,
+    "log_unit_full": 1,
+    "log_unit_full_errno": 1,
 }
 # printf calls that only count when the first argument says so (stderr, error levels)
 _C_LEVEL_FILTER = {
@@ -337,7 +399,13 @@ _C_LEVEL_FILTER = {
     "NV_PRINTF": re.compile(r"LEVEL_(?:ERROR|WARNING)"),
     "LOG": re.compile(r"ERROR|WARNING|FATAL"),
     "XGRAMMAR_LOG": re.compile(r"WARNING|FATAL|ERROR"),
+    # systemd: anything but the debug and info levels (a variable level is kept: its text decides)
+    "log_full": re.compile(r"^(?!\s*LOG_(?:DEBUG|INFO)\s*$)"),
+    "log_full_errno": re.compile(r"^(?!\s*LOG_(?:DEBUG|INFO)\s*$)"),
+    "log_unit_full": re.compile(r"^(?!\s*LOG_(?:DEBUG|INFO)\s*$)"),
+    "log_unit_full_errno": re.compile(r"^(?!\s*LOG_(?:DEBUG|INFO)\s*$)"),
 }
+_C_LEVEL_WORD = re.compile(r"NV_DBG_\w+|LEVEL_\w+|LOG_[A-Z]+")
 _C_CALL_RE = re.compile(
     r"\b(?:throw\s+std::(?:runtime_error|invalid_argument)|"
     + "|".join(re.escape(k) for k in sorted(C_CALLS, key=len, reverse=True) if " " not in k)
@@ -425,6 +493,24 @@ def _printf_parts(fmt: str) -> list[str | None]:
     return parts
 
 
+# CPython's PyUnicode_FromFormat conversions: printf's and %R %S %A %U %V %T %N (objects)
+_PYFORMAT_RE = re.compile(r"%(?:\.\d+)?(?:zd|zu|lld|llu|ld|lu|[diuxcspRSAUVTN%])")
+
+
+def _pyformat_parts(fmt: str) -> list[str | None]:
+    parts: list[str | None] = []
+    for piece in fmt.split("\x00"):
+        if parts:
+            parts.append(None)
+        pos = 0
+        for found in _PYFORMAT_RE.finditer(piece):
+            parts.append(piece[pos : found.start()])
+            parts.append("%" if found.group() == "%%" else None)
+            pos = found.end()
+        parts.append(piece[pos:])
+    return parts
+
+
 def _concat_parts(args: list[str]) -> list[str | None] | None:
     parts: list[str | None] = []
     literal_seen = False
@@ -456,6 +542,7 @@ _C_HEADER_RE = re.compile(
 _C_CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined", "do", "else"}
 
 
+@lru_cache(maxsize=2)
 def _c_functions(src: str) -> list[tuple[int, str]]:
     """(offset, enclosing function) at each '{' and '}' that changes the innermost function:
     a brace tracker that knows namespaces, classes and control blocks apart from functions."""
@@ -526,15 +613,36 @@ def c_messages(src: str) -> list[Message]:
         if not args:
             continue
         level = _C_LEVEL_FILTER.get(name)
-        if level is not None and not level.search(args[0]):
+        level_arg = args[_C_LEVEL_ARG.get(name, 0)] if len(args) > _C_LEVEL_ARG.get(name, 0) else ""
+        if level is not None and not level.search(level_arg):
             continue
-        if style == "printf":
+        if name in _C_LEVEL_ARG:  # the level the call names, or none (a variable): in the kind
+            word = _C_LEVEL_WORD.search(level_arg)
+            kind = f"{kind}({word.group()})" if word else kind
+        if name in _C_CLASS_ARG:
+            at = _C_CLASS_ARG[name]
+            cls = re.search(r"PyExc_(\w+)", args[at]) if len(args) > at else None
+            if cls is None:
+                continue
+            kind = cls.group(1)
+        if style in ("pyformat", "unitprintf"):
             if len(args) <= index:
                 continue
             fmt = _c_literal(args[index])
             if fmt is None:
                 continue
-            parts: list[str | None] | None = _printf_parts(fmt)
+            if style == "unitprintf":  # LOG_UNIT_MESSAGE prefixes the unit's name
+                fmt = "%s: " + fmt
+            parts: list[str | None] | None = (
+                _printf_parts(fmt) if style == "unitprintf" else _pyformat_parts(fmt)
+            )
+        elif style == "printf":
+            if len(args) <= index:
+                continue
+            fmt = _c_literal(args[index])
+            if fmt is None:
+                continue
+            parts = _printf_parts(fmt)
         elif style == "stream":
             parts = _stream_parts(src, end)
         else:
@@ -556,12 +664,39 @@ def c_messages(src: str) -> list[Message]:
         found.extend(Message(t, kind, function, line) for t in templates)
     found.extend(_c_error_strings(src))
     found.extend(_c_built_strings(src))
+    found.extend(_c_stream_throws(src))
     return found
 
 
+def _c_stream_throws(src: str) -> list[Message]:
+    """A message streamed into an ostringstream and thrown as its .str(): the `var << ...;`
+    statements of the 1500 characters before the throw, in order."""
+    out: list[Message] = []
+    for throw in _C_STREAM_THROW_RE.finditer(src):
+        var = throw.group(2)
+        window_start = max(0, throw.start() - 1500)
+        window = src[window_start : throw.start()]
+        parts: list[str | None] = []
+        for stmt in re.finditer(rf"\b{re.escape(var)}\s*(<<[^;]*);", window):
+            more = _concat_parts(stmt.group(1).split("<<")[1:])
+            if more:
+                parts.extend(more)
+        if not parts:
+            continue
+        line = src.count("\n", 0, throw.start()) + 1
+        where = _bisect_mark(_c_functions(src), throw.start())
+        kind = f"std::{throw.group(1)}"
+        out.extend(Message(t, kind, where, line) for t in normalise(parts))
+    return out
+
+
 _C_BUILT_RE = re.compile(
-    r'\bstd::string\s+(\w*(?:err|Err|msg|Msg|message|Message|error|Error)\w*)\s*=\s*(?=")'
+    r'(?:\bstd::string\s+|^[ \t]*)(\w*(?:err|Err|msg|Msg|message|Message|error|Error|interpret)\w*)'
+    r'\s*\+?=\s*(?=")',
+    re.M,
 )
+# `ss << "shape '" << shape << "' is invalid ..."; throw std::runtime_error(ss.str());`
+_C_STREAM_THROW_RE = re.compile(r"\bthrow\s+std::(\w+)\(\s*(\w+)\.str\(\)\s*\)")
 
 
 def _c_built_strings(src: str) -> list[Message]:
@@ -775,6 +910,7 @@ class Project:
     keep: str  # regex a repository path must match to be read
     repo_prefix: str = ""  # prepended to the stripped path for the link (e.g. "python/")
     exts: tuple[str, ...] = (".py",)
+    renames: tuple[tuple[str, str], ...] = ()  # (regex, replacement): archive path -> repo path
 
 
 _SKIP = re.compile(
@@ -800,6 +936,40 @@ PROJECTS: dict[str, Project] = {
             r"^(?:torch/include/)?",
             r"^(?:torch/|c10/|ATen/|torch/csrc/)",
             exts=(".py", ".h", ".hpp", ".cuh"),
+            renames=((r"^ATen/", "aten/src/ATen/"),),  # the wheel's include/ATen is aten/src/ATen
+        ),
+        # PyTorch's C++ sources (.cpp/.cu: the wheels ship only headers), from Debian's source
+        # package of one release: c10d, ProcessGroupNCCL, the CUDA caching allocator, ATen's checks
+        Project(
+            "torch-cpp",
+            "https://github.com/pytorch/pytorch",
+            "v{release}",
+            r"^[^/]+/",
+            r"^(?:torch/csrc/(?!jit/|lazy/|api/|deploy/|onnx/|profiler/)|c10/(?:core|cuda|util)/|"
+            r"aten/src/ATen/(?:[^/]+\.cpp$|core/|cuda/|native/[^/]+\.cpp$|native/cuda/))",
+            exts=(".cpp", ".cc", ".cu"),
+        ),
+        # systemd (service manager, units, systemctl, networkd's wait-online), from Debian's
+        # source packages (the GitHub snapshot is over the fetch limit)
+        Project(
+            "systemd",
+            "https://github.com/systemd/systemd",
+            "v{release}",
+            r"^[^/]+/",
+            r"^src/(?:core|systemctl|network|basic|shared|login|journal)/",
+            exts=(".c",),
+        ),
+        # the Python runtime's own messages (No module named, not supported between instances):
+        # its import machinery in Lib/ and the C of Objects/ and Python/, from Debian's source
+        Project(
+            "cpython",
+            "https://github.com/python/cpython",
+            "v{release}",
+            r"^[^/]+/",
+            r"^(?:Lib/(?:importlib/|argparse\.py|multiprocessing/|concurrent/|asyncio/|"
+            r"subprocess\.py|json/|ssl\.py|socket\.py|shutil\.py|os\.py|pickle\.py)|"
+            r"Objects/|Python/)",
+            exts=(".py", ".c"),
         ),
         Project(
             "nccl",
@@ -904,7 +1074,8 @@ PROJECTS: dict[str, Project] = {
             "https://github.com/NVIDIA/open-gpu-kernel-modules",
             "{release}",
             r"^",
-            r"^(?:kernel-open/|src/nvidia/src/kernel/gpu/(?:gsp|fifo|mem_mgr|rc|bif|mmu)|src/nvidia/arch/nvalloc/unix/)",
+            r"^(?:kernel-open/|src/nvidia/src/kernel/gpu/(?:gsp|fifo|mem_mgr|rc|bif|mmu|arch/hopper|arch/blackwell)|"
+            r"src/nvidia/src/kernel/core/|src/nvidia/arch/nvalloc/unix/)",
             exts=(".c", ".h"),
         ),
     )
@@ -1017,11 +1188,23 @@ def _version_key(text: str) -> tuple[object, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+]", text.lstrip("v")) if p)
 
 
+# Debian source packages (`apt-get source --download-only`): the upstream tarball only
+_DEB_RE = re.compile(r"^(?P<name>[a-z0-9.+-]+?)_(?P<version>[0-9][\w.~]*?)(?:\+dfsg)?\.orig\.tar\.(?:xz|gz)$")
+_DEB_PROJECT = {"pytorch": "torch-cpp", "systemd": "systemd", "python3.13": "cpython"}
+
+
 def discover(
-    pypi: Path | None, git: Path | None, only: set[str] | None
+    pypi: Path | None, git: Path | None, only: set[str] | None, debian: Path | None = None
 ) -> tuple[list[Release], list[str]]:
     releases: list[Release] = []
     notes: list[str] = []
+    if debian is not None and debian.is_dir():
+        for path in sorted(debian.iterdir()):
+            deb = _DEB_RE.match(path.name)
+            project = _DEB_PROJECT.get(deb["name"]) if deb else None
+            if deb is None or project is None or (only and project not in only):
+                continue
+            releases.append(Release(project, deb["version"], partial(archive_files, path), path.name))
     if pypi is not None and pypi.is_dir():
         for path in sorted(pypi.iterdir()):
             found = _DIST_RE.match(path.name)
@@ -1155,6 +1338,8 @@ def collect(
             if suffix not in project.exts:
                 continue
             text = data.decode("utf-8", "replace")
+            for pattern, repl in project.renames:
+                path = re.sub(pattern, repl, path, count=1)
             link_path = project.repo_prefix + path
             if suffix == ".py":  # the file table serves traceback frames: Python files only
                 files.setdefault((rel.project, link_path), set()).add(rel.release)
@@ -1240,6 +1425,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pypi", type=Path, help="directory of downloaded wheels and sdists")
     parser.add_argument("--git", type=Path, help="directory of git snapshots (<owner>+<name>/repo)")
+    parser.add_argument("--debian", type=Path, help="directory of Debian .orig.tar.* source tarballs")
     parser.add_argument("--fixtures", type=Path, help="a <project>/<release>/ tree instead (tests)")
     parser.add_argument("--only", action="append", help="only these projects (repeatable)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -1249,7 +1435,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.fixtures:
         releases = fixture_releases(args.fixtures)
     else:
-        releases, notes = discover(args.pypi, args.git, set(args.only) if args.only else None)
+        releases, notes = discover(
+            args.pypi, args.git, set(args.only) if args.only else None, args.debian
+        )
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if args.strict and notes:

@@ -22,13 +22,16 @@ MIN_LITERAL = 12
 MIN_COVERAGE = 0.25  # share of the masked message (exception prefix removed) the literal must cover
 _SPACES = re.compile(r"\s+")
 # Messages of the Python runtime itself, which libraries repeat in their own raises: a line with
-# one is located by its traceback frame, never by a library's copy of the wording.
+# one is located in the runtime's own source (the catalog's `cpython`) or by its traceback frame,
+# never by a library's copy of the wording.
 RUNTIME_MESSAGES = re.compile(
     r"No module named |cannot import name |object has no attribute |not supported between "
     r"instances of |takes [0-9]+ positional argument|got an unexpected keyword argument|"
     r"index out of range|object is not subscriptable|object is not callable|"
-    r"unrecognized arguments: |the following arguments are required|: invalid choice: "
+    r"unrecognized arguments: |the following arguments are required|: invalid choice: |"
+    r"\bname '[^']*' is not defined"
 )
+RUNTIME_PROJECT = "cpython"
 _EXC_PREFIX = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning)|NCCL WARN|WARN|ERROR|WARNING):\s*")
 # the fact that holds each project's version, where the log can say it
 VERSION_FACTS = {
@@ -130,8 +133,7 @@ def prints_in(site: Site, info: ProjectInfo, version: str) -> bool | None:
 def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match | None:
     """The most specific site whose template matches this line, or None."""
     line = normalise_line(text)
-    if RUNTIME_MESSAGES.search(line):
-        return None
+    runtime = RUNTIME_MESSAGES.search(line) is not None
     # the share a template covers is taken of the masked message: a long path or number in the
     # log is one token, not a reason to distrust the template around it
     body = mask(_EXC_PREFIX.sub("", line))
@@ -141,7 +143,7 @@ def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match |
     ranked: list[tuple[tuple[Any, ...], Match]] = []
     engine = facts.get("engine")
     for site in store.candidates(line):
-        if site.literal < MIN_LITERAL:
+        if site.literal < MIN_LITERAL or (runtime and site.project != RUNTIME_PROJECT):
             continue
         if engine in ENGINES and site.project in ENGINES and site.project != engine:
             continue  # a vLLM log is not printed by SGLang's source, nor the other way round

@@ -97,7 +97,10 @@ class CatalogStore:
     def files_ending(self, suffixes: list[str]) -> tuple[str, str, int] | None:
         """(project, file, release mask) of the longest catalogued path among these suffixes of a
         path (a repository path may have a prefix the installed one lacks: SGLang's python/)."""
-        names = sorted({p for s in suffixes if "/" in s for p in (s, f"python/{s}")})[:_MAX_PARAMS]
+        # SGLang's and Triton's python/, CPython's Lib/ (a frame in /usr/lib/python3.12/json/...)
+        names = sorted(
+            {p for s in suffixes if "/" in s for p in (s, f"python/{s}", f"Lib/{s}")}
+        )[:_MAX_PARAMS]
         if not names:
             return None
         marks = ",".join("?" * len(names))
