@@ -539,6 +539,7 @@ def _stream_parts(src: str, pos: int) -> list[str | None] | None:
 _C_HEADER_RE = re.compile(
     r"([A-Za-z_~][\w:~<>]*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?::[^;{}]*)?$"
 )
+_C_COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _C_CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined", "do", "else"}
 
 
@@ -578,7 +579,8 @@ def _c_functions(src: str) -> list[tuple[int, str]]:
             header_start = i
             continue
         if ch == "{":
-            header = src[header_start:i].strip()
+            # comments out of the header: a file's leading "(c) ..." is not a parameter list
+            header = _C_COMMENT_RE.sub(" ", src[header_start:i]).strip()
             current = stack[-1] if stack else ""
             name = current
             if not current:

@@ -199,6 +199,9 @@ class Catalog:
         ]
         if raised is None or not below:
             return None
+        named = exception_class(below[0])
+        if named is None or named.rsplit(".", 1)[-1] != raised:
+            return None  # the exception below is another raise's
         found = self.locate_text(below[0], facts)
         if found is None or found.source.kind.rsplit(".", 1)[-1] != raised:
             return None

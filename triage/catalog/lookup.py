@@ -38,6 +38,7 @@ VERSION_FACTS = {
     "vllm": "vllm_version",
     "sglang": "sglang_version",
     "torch": "torch_version",
+    "torch-cpp": "torch_version",
     "nccl": "nccl_version",
     "open-gpu-kernel-modules": "driver_version",
 }
