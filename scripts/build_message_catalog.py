@@ -65,7 +65,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "triage" / "data" / "catalog.sqlite"
 WILDCARD = "<*>"
-CATALOG_FORMAT = "triage.catalog/1"
+CATALOG_FORMAT = "triage.catalog/2"  # 2: a site names its file by a row of `path` (size)
 MIN_LITERAL = 10  # literal characters a template needs to say anything (fewer: dropped)
 MAX_TEMPLATE = 300  # characters kept of one template
 MAX_WILDCARDS = 8  # a template is cut after its 8th placeholder (the rest says little, costs much)
@@ -359,6 +359,7 @@ C_CALLS: dict[str, tuple[str, int, str]] = {
     "PyErr_SetString": ("PyErr_SetString", 1, "pyformat"),
     "_PyErr_SetString": ("PyErr_SetString", 2, "pyformat"),
     "type_error": ("TypeError", 0, "pyformat"),
+    "_PyEval_FormatExcCheckArg": ("PyErr_Format", 2, "pyformat"),  # NameError's NAME_ERROR_MSG
 }
 # systemd's log calls: name -> index of the format; the level is in the name, or an argument
 # (log_full, log_unit_full: index 0 / 1), or absent (LOG_UNIT_MESSAGE inside log_unit_struct)
@@ -378,7 +379,13 @@ C_CALLS.update(
     }
 )
 # the argument that names the exception class (PyExc_TypeError -> TypeError)
-_C_CLASS_ARG = {"PyErr_Format": 0, "_PyErr_Format": 1, "PyErr_SetString": 0, "_PyErr_SetString": 1}
+_C_CLASS_ARG = {
+    "PyErr_Format": 0,
+    "_PyErr_Format": 1,
+    "PyErr_SetString": 0,
+    "_PyErr_SetString": 1,
+    "_PyEval_FormatExcCheckArg": 1,
+}
 # the argument that holds a level (kept in the call kind: severity comes from it)
 _C_LEVEL_ARG = {
     "nv_printf": 0,
@@ -601,7 +608,17 @@ def _c_functions(src: str) -> list[tuple[int, str]]:
     return marks
 
 
-def c_messages(src: str) -> list[Message]:
+_C_STRING_MACRO_RE = re.compile(r'^#\s*define\s+([A-Z_][A-Z0-9_]*)\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+)$', re.M)
+
+
+def string_macros(src: str) -> dict[str, str]:
+    """`#define NAME_ERROR_MSG "name '%.200s' is not defined"`: macros that are one string."""
+    return {m.group(1): m.group(2).strip() for m in _C_STRING_MACRO_RE.finditer(src)}
+
+
+def c_messages(src: str, macros: dict[str, str] | None = None) -> list[Message]:
+    """Every message of one C, C++ or CUDA file; `macros` are string macros of the release's
+    headers, put in place where an argument is one (CPython's NAME_ERROR_MSG)."""
     found: list[Message] = []
     marks: list[tuple[int, str]] | None = None
     line_starts: list[int] | None = None
@@ -614,6 +631,8 @@ def c_messages(src: str) -> list[Message]:
         args, end = _c_args(src, call.end())
         if not args:
             continue
+        if macros:
+            args = [macros.get(a.strip(), a) for a in args]
         level = _C_LEVEL_FILTER.get(name)
         level_arg = args[_C_LEVEL_ARG.get(name, 0)] if len(args) > _C_LEVEL_ARG.get(name, 0) else ""
         if level is not None and not level.search(level_arg):
@@ -913,6 +932,7 @@ class Project:
     repo_prefix: str = ""  # prepended to the stripped path for the link (e.g. "python/")
     exts: tuple[str, ...] = (".py",)
     renames: tuple[tuple[str, str], ...] = ()  # (regex, replacement): archive path -> repo path
+    macro_files: str = ""  # regex: headers whose string #defines C messages may use
 
 
 _SKIP = re.compile(
@@ -947,7 +967,7 @@ PROJECTS: dict[str, Project] = {
             "https://github.com/pytorch/pytorch",
             "v{release}",
             r"^[^/]+/",
-            r"^(?:torch/csrc/(?!jit/|lazy/|api/|deploy/|onnx/|profiler/)|c10/(?:core|cuda|util)/|"
+            r"^(?:torch/csrc/(?:distributed|cuda|autograd|utils)/|c10/(?:core|cuda|util)/|"
             r"aten/src/ATen/(?:[^/]+\.cpp$|core/|cuda/|native/[^/]+\.cpp$|native/cuda/))",
             exts=(".cpp", ".cc", ".cu"),
         ),
@@ -958,7 +978,7 @@ PROJECTS: dict[str, Project] = {
             "https://github.com/systemd/systemd",
             "v{release}",
             r"^[^/]+/",
-            r"^src/(?:core|systemctl|network|basic|shared|login|journal)/",
+            r"^src/(?:core|systemctl|network)/",
             exts=(".c",),
         ),
         # the Python runtime's own messages (No module named, not supported between instances):
@@ -972,6 +992,7 @@ PROJECTS: dict[str, Project] = {
             r"subprocess\.py|json/|ssl\.py|socket\.py|shutil\.py|os\.py|pickle\.py)|"
             r"Objects/|Python/)",
             exts=(".py", ".c"),
+            macro_files=r"^Python/ceval_macros\.h$",
         ),
         Project(
             "nccl",
@@ -1283,9 +1304,10 @@ CREATE TABLE project (name TEXT PRIMARY KEY, repo TEXT NOT NULL, tag TEXT NOT NU
     repo_prefix TEXT NOT NULL, releases TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE message (id INTEGER PRIMARY KEY, template TEXT NOT NULL UNIQUE, anchor TEXT NOT NULL,
     literal INTEGER NOT NULL);
-CREATE TABLE site (message INTEGER NOT NULL, project TEXT NOT NULL, file TEXT NOT NULL,
+CREATE TABLE path (id INTEGER PRIMARY KEY, file TEXT NOT NULL UNIQUE);
+CREATE TABLE site (message INTEGER NOT NULL, project TEXT NOT NULL, path INTEGER NOT NULL,
     function TEXT NOT NULL, kind TEXT NOT NULL, releases INTEGER NOT NULL, lines TEXT NOT NULL,
-    PRIMARY KEY (message, project, file, function, kind)) WITHOUT ROWID;
+    PRIMARY KEY (message, project, path, function, kind)) WITHOUT ROWID;
 CREATE TABLE file (project TEXT NOT NULL, file TEXT NOT NULL, releases INTEGER NOT NULL,
     PRIMARY KEY (project, file)) WITHOUT ROWID;
 CREATE INDEX message_anchor ON message (anchor);
@@ -1332,6 +1354,11 @@ def collect(
         project = PROJECTS[rel.project]
         order.setdefault(rel.project, []).append(rel.release)
         count = 0
+        macros: dict[str, str] = {}
+        if project.macro_files:  # a first pass over the release for its string macros
+            for name, data in rel.files():
+                if re.search(project.macro_files, re.sub(project.strip, "", name, count=1)):
+                    macros.update(string_macros(data.decode("utf-8", "replace")))
         for name, data in rel.files():
             path = re.sub(project.strip, "", name, count=1)
             if not re.search(project.keep, path) or _SKIP.search(path):
@@ -1345,7 +1372,9 @@ def collect(
             link_path = project.repo_prefix + path
             if suffix == ".py":  # the file table serves traceback frames: Python files only
                 files.setdefault((rel.project, link_path), set()).add(rel.release)
-            for msg in EXTRACTORS[suffix](text):
+            extract = EXTRACTORS[suffix]
+            messages = c_messages(text, macros) if extract is c_messages else extract(text)
+            for msg in messages:
                 key = (msg.template, rel.project, link_path, msg.function, msg.kind)
                 lines = sites.setdefault(key, {})
                 lines.setdefault(rel.release, msg.line)
@@ -1375,6 +1404,8 @@ def write(
         "INSERT INTO message VALUES (?, ?, ?, ?)",
         ((ids[t], t, anchor_of(t), literal_length(t)) for t in templates),
     )
+    paths = {f: i + 1 for i, f in enumerate(sorted({key[2] for key in sites}))}
+    conn.executemany("INSERT INTO path VALUES (?, ?)", ((i, f) for f, i in paths.items()))
     rows = []
     for (template, project, file, function, kind), lines in sites.items():
         releases = order[project]
@@ -1384,7 +1415,9 @@ def write(
             if rel in lines:
                 mask |= 1 << i
                 line_list.append(str(lines[rel]))
-        rows.append((ids[template], project, file, function, kind, mask, ",".join(line_list)))
+        rows.append(
+            (ids[template], project, paths[file], function, kind, mask, ",".join(line_list))
+        )
     rows.sort()
     conn.executemany("INSERT INTO site VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     conn.executemany(

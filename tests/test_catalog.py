@@ -59,8 +59,8 @@ def test_templates_turn_placeholders_into_wildcards(built: Path) -> None:
     rows = {
         t: (p, f, fn, k)
         for t, p, f, fn, k in conn.execute(
-            "SELECT m.template, s.project, s.file, s.function, s.kind "
-            "FROM message m JOIN site s ON s.message = m.id"
+            "SELECT m.template, s.project, p.file, s.function, s.kind "
+            "FROM message m JOIN site s ON s.message = m.id JOIN path p ON p.id = s.path"
         )
     }
     # an f-string and a .format() wording of one message, in two releases
@@ -308,8 +308,8 @@ def test_new_sources_and_shapes(built: Path) -> None:
     rows = {
         (t, fn): (p, f, k)
         for t, p, f, fn, k in conn.execute(
-            "SELECT m.template, s.project, s.file, s.function, s.kind "
-            "FROM message m JOIN site s ON s.message = m.id"
+            "SELECT m.template, s.project, p.file, s.function, s.kind "
+            "FROM message m JOIN site s ON s.message = m.id JOIN path p ON p.id = s.path"
         )
     }
     exited = ("<*>: <*> exited, code=<*>, status=<*>/<*>", "unit_log_process_exit")
@@ -442,5 +442,8 @@ def test_runtime_messages_are_located_in_the_runtime_only(fixture_catalog: Path)
     assert (found.source.project, found.source.function) == ("cpython", "do_richcompare")
     found = cat.locate_text("- ModuleNotFoundError: No module named 'common_ops'")
     assert found is not None and found.source.file == "Lib/importlib/_bootstrap.py"
+    # the message is a header's string macro (NAME_ERROR_MSG), put in place by the build
+    found = cat.locate_text("NameError: name 'LLM' is not defined. Did you mean: 'VLLM'?")
+    assert found is not None and found.source.file == "Python/ceval.c"
     # a near miss: the runtime's wording inside a library's own message is not the runtime's
     assert cat.locate_text("ValueError: name 'LLM' is not defined in the registry") is None

@@ -113,9 +113,9 @@ class CatalogStore:
 
     def _sites(self, where: str, params: list[str]) -> list[Site]:
         rows = self.conn.execute(
-            "SELECT m.template, m.literal, s.project, s.file, s.function, s.kind, s.releases, "
-            f"s.lines FROM message m JOIN site s ON s.message = m.id WHERE {where} "
-            "ORDER BY m.id, s.project, s.file, s.function, s.kind",
+            "SELECT m.template, m.literal, s.project, p.file, s.function, s.kind, s.releases, "
+            "s.lines FROM message m JOIN site s ON s.message = m.id JOIN path p ON p.id = s.path "
+            f"WHERE {where} ORDER BY m.id, s.project, p.file, s.function, s.kind",
             params,
         )
         return [
