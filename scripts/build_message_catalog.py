@@ -29,10 +29,18 @@ Step 1, download (the only step that needs a network; everything lands outside t
     # NVIDIA/libnvidia-container (the pop-os packaging fork of v1.12.1: upstream's history is too
     # large to fetch), NVIDIA/open-gpu-kernel-modules, huggingface/tokenizers, huggingface/safetensors
     # under /work/.mirror/<owner>+<name>/repo
+    # Debian source packages (upstream tarballs, through apt's ordinary client, with a private
+    # sources.list of `deb-src http://deb.debian.org/debian trixie main` and `... bookworm main`):
+    # PyTorch's C++ (.cpp, .cu: the wheels carry only headers; the GitHub snapshot is over the
+    # fetch limit), systemd (likewise), CPython (the runtime's own messages)
+    mkdir -p /work/catalog-src/debian && cd /work/catalog-src/debian
+    apt-get source --download-only pytorch=2.6.0+dfsg-7 systemd=257.13-1~deb13u1 \
+        systemd=252.39-1~deb12u2 python3.13=3.13.5-2+deb13u5   # only the .orig.tar.* are read
 
 Step 2, build (offline, deterministic):
 
-    python scripts/build_message_catalog.py --pypi /work/catalog-src/pypi --git /work/.mirror
+    python scripts/build_message_catalog.py --pypi /work/catalog-src/pypi --git /work/.mirror \
+        --debian /work/catalog-src/debian
 
 Missing sources are skipped with a note (``--strict`` makes that an error). The output is
 byte-for-byte the same for the same inputs: rows are inserted in sorted order into a fresh
@@ -43,7 +51,9 @@ vLLM Apache-2.0; SGLang Apache-2.0; PyTorch BSD-3-Clause; NCCL BSD-3-Clause; tra
 huggingface_hub, tokenizers, safetensors Apache-2.0; Triton MIT; FlashInfer Apache-2.0; xgrammar
 Apache-2.0; Ray Apache-2.0; LMCache Apache-2.0; aiohttp Apache-2.0; httpx BSD-3-Clause; openai
 Apache-2.0; NVIDIA container toolkit Apache-2.0; libnvidia-container Apache-2.0 (the library) with
-BSD parts; open-gpu-kernel-modules dual MIT/GPL-2.0.
+BSD parts; open-gpu-kernel-modules dual MIT/GPL-2.0; PyTorch's C++ sources (Debian's pytorch
+2.6.0+dfsg, the upstream v2.6.0 tree less non-free third-party parts) BSD-3-Clause; systemd
+LGPL-2.1-or-later (its src/core, src/systemctl, src/network are read); CPython PSF-2.0.
 """
 
 from __future__ import annotations
