@@ -356,6 +356,7 @@ C_CALLS: dict[str, tuple[str, int, str]] = {
     "NV_DEV_PRINTF": ("NV_DEV_PRINTF", 2, "printf"),
     "NV_DEV_PRINTF_STATUS": ("NV_DEV_PRINTF", 3, "printf"),
     "NV_PRINTF": ("NV_PRINTF", 1, "printf"),
+    "NV_ASSERT_PRINTF": ("NV_PRINTF", 1, "printf"),
     "NV_ERROR_LOG": ("NV_ERROR_LOG", 2, "printf"),
     "nvErrorLog_va": ("NV_ERROR_LOG", 2, "printf"),
     "fprintf": ("fprintf", 1, "printf"),
@@ -402,6 +403,7 @@ _C_LEVEL_ARG = {
     "NV_DEV_PRINTF": 0,
     "NV_DEV_PRINTF_STATUS": 0,
     "NV_PRINTF": 0,
+    "NV_ASSERT_PRINTF": 0,
     "log_full": 0,
     "log_full_errno": 0,
     "log_unit_full": 1,
@@ -414,6 +416,7 @@ _C_LEVEL_FILTER = {
     "NV_DEV_PRINTF": re.compile(r"NV_DBG_(?:ERRORS|WARNINGS)"),
     "NV_DEV_PRINTF_STATUS": re.compile(r"NV_DBG_(?:ERRORS|WARNINGS)"),
     "NV_PRINTF": re.compile(r"LEVEL_(?:ERROR|WARNING)"),
+    "NV_ASSERT_PRINTF": re.compile(r"LEVEL_(?:ERROR|WARNING)"),
     "LOG": re.compile(r"ERROR|WARNING|FATAL"),
     "XGRAMMAR_LOG": re.compile(r"WARNING|FATAL|ERROR"),
     # systemd: anything but the debug and info levels (a variable level is kept: its text decides)
@@ -556,6 +559,9 @@ def _stream_parts(src: str, pos: int) -> list[str | None] | None:
 _C_HEADER_RE = re.compile(
     r"([A-Za-z_~][\w:~<>]*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?::[^;{}]*)?$"
 )
+_C_INSTRUCTION_RE = re.compile(
+    r"^(?:inst|op|tier1\s+inst|replaced\s+op|specializing\s+op)\(\s*(\w+)"
+)
 _C_COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _C_CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined", "do", "else"}
 
@@ -604,6 +610,9 @@ def _c_functions(src: str) -> list[tuple[int, str]]:
                 found = _C_HEADER_RE.search(header)
                 if found and found.group(1).split("::")[-1] not in _C_CONTROL:
                     name = found.group(1)
+            else:  # CPython's bytecodes.c: `inst(LOAD_NAME, ...) {` inside its dummy_func
+                instr = _C_INSTRUCTION_RE.search(header)
+                name = instr.group(1) if instr else current
             stack.append(name)
             marks.append((i, name))
             header_start = i + 1
@@ -618,12 +627,34 @@ def _c_functions(src: str) -> list[tuple[int, str]]:
     return marks
 
 
-_C_STRING_MACRO_RE = re.compile(r'^#\s*define\s+([A-Z_][A-Z0-9_]*)\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+)$', re.M)
+_C_STRING_MACRO_RE = re.compile(
+    r'^#\s*define\s+([A-Z_][A-Z0-9_]*)\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+)$', re.M
+)
 
 
 def string_macros(src: str) -> dict[str, str]:
     """`#define NAME_ERROR_MSG "name '%.200s' is not defined"`: macros that are one string."""
-    return {m.group(1): m.group(2).strip() for m in _C_STRING_MACRO_RE.finditer(src)}
+    found: dict[str, str] = {}
+    for m in _C_STRING_MACRO_RE.finditer(src):  # the first of #if/#else alternatives
+        found.setdefault(m.group(1), m.group(2).strip())
+    return found
+
+
+def _expand_macros(arg: str, macros: dict[str, str]) -> str:
+    """String macros in place, outside the argument's own string literals."""
+    out: list[str] = []
+    pos = 0
+    for lit in _C_STRING_RE.finditer(arg):
+        out.append(
+            _MACRO_TOKEN_RE.sub(lambda m: macros.get(m.group(), m.group()), arg[pos : lit.start()])
+        )
+        out.append(lit.group())
+        pos = lit.end()
+    out.append(_MACRO_TOKEN_RE.sub(lambda m: macros.get(m.group(), m.group()), arg[pos:]))
+    return "".join(out)
+
+
+_MACRO_TOKEN_RE = re.compile(r"\b[A-Z_][A-Z0-9_]{2,}\b")
 
 
 def c_messages(src: str, macros: dict[str, str] | None = None) -> list[Message]:
@@ -632,6 +663,8 @@ def c_messages(src: str, macros: dict[str, str] | None = None) -> list[Message]:
     found: list[Message] = []
     marks: list[tuple[int, str]] | None = None
     line_starts: list[int] | None = None
+    own = string_macros(src) if "#" in src else {}
+    macros = {**own, **(macros or {})} if own else macros
     for call in _C_CALL_RE.finditer(src):
         name = re.sub(r"\s+", " ", call.group()[:-1].strip())
         name = "throw " + name.split("throw", 1)[1].strip() if name.startswith("throw") else name
@@ -642,7 +675,7 @@ def c_messages(src: str, macros: dict[str, str] | None = None) -> list[Message]:
         if not args:
             continue
         if macros:
-            args = [macros.get(a.strip(), a) for a in args]
+            args = [_expand_macros(a, macros) for a in args]
         level = _C_LEVEL_FILTER.get(name)
         level_arg = args[_C_LEVEL_ARG.get(name, 0)] if len(args) > _C_LEVEL_ARG.get(name, 0) else ""
         if level is not None and not level.search(level_arg):
@@ -722,7 +755,7 @@ def _c_stream_throws(src: str) -> list[Message]:
 
 
 _C_BUILT_RE = re.compile(
-    r'(?:\bstd::string\s+|^[ \t]*)(\w*(?:err|Err|msg|Msg|message|Message|error|Error|interpret)\w*)'
+    r"(?:\bstd::string\s+|^[ \t]*)(\w*(?:err|Err|msg|Msg|message|Message|error|Error|interpret)\w*)"
     r'\s*\+?=\s*(?=")',
     re.M,
 )
@@ -893,9 +926,23 @@ _RUST_FN_RE = re.compile(
 )
 
 
-def rust_messages(src: str) -> list[Message]:
+# pydantic-core builds its exceptions' text (ValidationError's title line) with format!/write!
+_RUST_FORMAT_RE = re.compile(r'(?:\bformat!\(|\bwrite!\(\s*\w+\s*,)\s*"((?:[^"\\]|\\.)*)"')
+
+
+def rust_messages(src: str, formats: bool = False) -> list[Message]:
     out: list[Message] = []
     items = [(m.start(), m.group(1) or m.group(2)) for m in _RUST_FN_RE.finditer(src)]
+    if formats:
+        for call in _RUST_FORMAT_RE.finditer(src):
+            function = ""
+            for start, name in items:
+                if start > call.start():
+                    break
+                function = name
+            text = _c_unescape(call.group(1).replace("\\\n", ""))
+            line = src.count("\n", 0, call.start()) + 1
+            out.extend(Message(t, "format!", function, line) for t in normalise(split_braces(text)))
     for call in _RUST_RE.finditer(src):
         head = call.group()
         if head.startswith("#[error"):
@@ -943,6 +990,7 @@ class Project:
     exts: tuple[str, ...] = (".py",)
     renames: tuple[tuple[str, str], ...] = ()  # (regex, replacement): archive path -> repo path
     macro_files: str = ""  # regex: headers whose string #defines C messages may use
+    rust_formats: bool = False  # Rust: format!/write! texts too (pydantic-core's exceptions)
 
 
 _SKIP = re.compile(
@@ -969,6 +1017,16 @@ PROJECTS: dict[str, Project] = {
             r"^(?:torch/|c10/|ATen/|torch/csrc/)",
             exts=(".py", ".h", ".hpp", ".cuh"),
             renames=((r"^ATen/", "aten/src/ATen/"),),  # the wheel's include/ATen is aten/src/ATen
+        ),
+        # pydantic-core: the text of pydantic's ValidationError (vLLM's configs are pydantic)
+        Project(
+            "pydantic-core",
+            "https://github.com/pydantic/pydantic-core",
+            "v{release}",
+            r"^",
+            r"^src/",
+            exts=(".rs",),
+            rust_formats=True,
         ),
         # PyTorch's C++ sources (.cpp/.cu: the wheels ship only headers), from Debian's source
         # package of one release: c10d, ProcessGroupNCCL, the CUDA caching allocator, ATen's checks
@@ -1142,6 +1200,7 @@ GIT_SOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "NVIDIA+open-gpu-kernel-modules",
         [(v, v) for v in ("550.144.03", "580.95.05", "595.45.04")],
     ),
+    "pydantic-core": ("pydantic+pydantic-core", [(f"v{v}", v) for v in ("2.33.2", "2.41.5")]),
     "tokenizers": ("huggingface+tokenizers", [("HEAD", "HEAD")]),
     "safetensors": ("huggingface+safetensors", [("HEAD", "HEAD")]),
 }
@@ -1222,7 +1281,9 @@ def _version_key(text: str) -> tuple[object, ...]:
 
 
 # Debian source packages (`apt-get source --download-only`): the upstream tarball only
-_DEB_RE = re.compile(r"^(?P<name>[a-z0-9.+-]+?)_(?P<version>[0-9][\w.~]*?)(?:\+dfsg)?\.orig\.tar\.(?:xz|gz)$")
+_DEB_RE = re.compile(
+    r"^(?P<name>[a-z0-9.+-]+?)_(?P<version>[0-9][\w.~]*?)(?:\+dfsg)?\.orig\.tar\.(?:xz|gz)$"
+)
 _DEB_PROJECT = {"pytorch": "torch-cpp", "systemd": "systemd", "python3.13": "cpython"}
 
 
@@ -1237,7 +1298,9 @@ def discover(
             project = _DEB_PROJECT.get(deb["name"]) if deb else None
             if deb is None or project is None or (only and project not in only):
                 continue
-            releases.append(Release(project, deb["version"], partial(archive_files, path), path.name))
+            releases.append(
+                Release(project, deb["version"], partial(archive_files, path), path.name)
+            )
     if pypi is not None and pypi.is_dir():
         for path in sorted(pypi.iterdir()):
             found = _DIST_RE.match(path.name)
@@ -1383,7 +1446,12 @@ def collect(
             if suffix == ".py":  # the file table serves traceback frames: Python files only
                 files.setdefault((rel.project, link_path), set()).add(rel.release)
             extract = EXTRACTORS[suffix]
-            messages = c_messages(text, macros) if extract is c_messages else extract(text)
+            if extract is c_messages:
+                messages = c_messages(text, macros)
+            elif extract is rust_messages:
+                messages = rust_messages(text, project.rust_formats)
+            else:
+                messages = extract(text)
             for msg in messages:
                 key = (msg.template, rel.project, link_path, msg.function, msg.kind)
                 lines = sites.setdefault(key, {})
@@ -1470,7 +1538,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pypi", type=Path, help="directory of downloaded wheels and sdists")
     parser.add_argument("--git", type=Path, help="directory of git snapshots (<owner>+<name>/repo)")
-    parser.add_argument("--debian", type=Path, help="directory of Debian .orig.tar.* source tarballs")
+    parser.add_argument(
+        "--debian", type=Path, help="directory of Debian .orig.tar.* source tarballs"
+    )
     parser.add_argument("--fixtures", type=Path, help="a <project>/<release>/ tree instead (tests)")
     parser.add_argument("--only", action="append", help="only these projects (repeatable)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)

@@ -52,6 +52,12 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ),
     ("systemd", r"", "node", "the service manager and the network: the host"),
     (
+        "pydantic-core",
+        r"",
+        "engine",
+        "config and argument validation (vLLM's configs are pydantic): what the engine was given",
+    ),
+    (
         "cpython",
         r"",
         "engine",

@@ -92,6 +92,8 @@ _LINE_CLASS = re.compile(
 _CLASS_KIND = re.compile(r"(?:[A-Z]\w*)?(?:Error|Exception|Warning)")
 # "misc/shmutils.cc:112" (NCCL), "[core.py:918]" (vLLM): the line names the file that printed it
 _FILE_HINT = re.compile(r"([\w./-]+\.(?:cc|cu|cpp|c|h|hpp|py|go|rs)):([0-9]+)")
+# "NVRM: _threadNodeCheckTimeout: ..." (the driver's NV_PRINTF prefixes its function's name)
+_FUNCTION_HINT = re.compile(r"\b([A-Za-z_]\w{5,}): ")
 
 
 def _starts_message(text: str, at: int) -> bool:
@@ -139,6 +141,7 @@ def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match |
     # log is one token, not a reason to distrust the template around it
     body = mask(_EXC_PREFIX.sub("", line))
     hints = [h.lstrip("./") for h, _ in _FILE_HINT.findall(line)]
+    functions = set(_FUNCTION_HINT.findall(line))
     found_class = _LINE_CLASS.search(line)
     line_class = found_class.group("cls") if found_class else None
     ranked: list[tuple[tuple[Any, ...], Match]] = []
@@ -150,7 +153,9 @@ def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match |
             continue  # a vLLM log is not printed by SGLang's source, nor the other way round
         if literal_span(site.template, line) is None:
             continue
-        if site.literal < 40 and site.literal < MIN_COVERAGE * len(body):
+        # the line names the function that printed it: the template need not cover the rest
+        said = bool(functions) and site.function.rsplit(".", 1)[-1].split("::")[-1] in functions
+        if site.literal < 40 and site.literal < MIN_COVERAGE * len(body) and not said:
             continue
         if (
             site.literal < 40
@@ -165,7 +170,7 @@ def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match |
         version = facts.get(VERSION_FACTS.get(site.project, ""), "")
         in_version = prints_in(site, info, str(version)) if version else None
         newest = site.releases.bit_length()
-        named = any(site.file == h or site.file.endswith("/" + h) for h in hints)
+        named = said or any(site.file == h or site.file.endswith("/" + h) for h in hints)
         agrees = site.kind == line_class or (site.kind.startswith("logger.") and not line_class)
         key = (site.literal, named, in_version is True, agrees, newest)
         ranked.append((key, Match(site, info, in_version)))
