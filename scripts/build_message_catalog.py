@@ -1166,7 +1166,8 @@ PROJECTS: dict[str, Project] = {
             "{release}",
             r"^",
             r"^(?:kernel-open/|src/nvidia/src/kernel/gpu/(?:gsp|fifo|mem_mgr|rc|bif|mmu|arch/hopper|arch/blackwell)|"
-            r"src/nvidia/src/kernel/core/|src/nvidia/arch/nvalloc/unix/)",
+            r"src/nvidia/src/kernel/core/|src/nvidia/src/libraries/utils/nvassert\.c$|"
+            r"src/nvidia/arch/nvalloc/unix/)",
             exts=(".c", ".h"),
         ),
     )
