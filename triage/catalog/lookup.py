@@ -146,7 +146,7 @@ def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match |
     line_class = found_class.group("cls") if found_class else None
     ranked: list[tuple[tuple[Any, ...], Match]] = []
     engine = facts.get("engine")
-    for site in store.candidates(line):
+    for site in store.candidates(line, MIN_LITERAL):
         if site.literal < MIN_LITERAL or (runtime and site.project != RUNTIME_PROJECT):
             continue
         if engine in ENGINES and site.project in ENGINES and site.project != engine:

@@ -80,14 +80,17 @@ class CatalogStore:
         (n,) = self.conn.execute("SELECT count(*) FROM message").fetchone()
         return int(n)
 
-    def candidates(self, text: str) -> list[Site]:
-        """Every site whose template's anchor word is a word of this text."""
+    def candidates(self, text: str, min_literal: int = 0) -> list[Site]:
+        """Every site whose template's anchor word is a word of this text (and whose template has
+        at least `min_literal` literal characters: shorter ones never match, so never load them)."""
         words = sorted({w for w in _WORD_RE.findall(text) if len(w) >= 3})
         out: list[Site] = []
         for i in range(0, len(words), _MAX_PARAMS):
             chunk = words[i : i + _MAX_PARAMS]
             marks = ",".join("?" * len(chunk))
-            out.extend(self._sites(f"m.anchor IN ({marks})", chunk))
+            out.extend(
+                self._sites(f"m.anchor IN ({marks}) AND m.literal >= {int(min_literal)}", chunk)
+            )
         return out
 
     def sites_in(self, project: str, function: str) -> list[Site]:
