@@ -445,5 +445,7 @@ def test_runtime_messages_are_located_in_the_runtime_only(fixture_catalog: Path)
     # the message is a header's string macro (NAME_ERROR_MSG), put in place by the build
     found = cat.locate_text("NameError: name 'LLM' is not defined. Did you mean: 'VLLM'?")
     assert found is not None and found.source.file == "Python/ceval.c"
+    # two functions of the file print it and the line cannot tell which: both are named
+    assert found.source.function == "load_global, load_name"
     # a near miss: the runtime's wording inside a library's own message is not the runtime's
     assert cat.locate_text("ValueError: name 'LLM' is not defined in the registry") is None

@@ -10,7 +10,7 @@ the line (its exception class; a log record without one), then the newest releas
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from triage.catalog.store import WILDCARD, CatalogStore, ProjectInfo, Site
@@ -180,7 +180,27 @@ def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match |
     top_key = ranked[0][0]
     tied = [m for k, m in ranked if k == top_key]
     tied.sort(key=lambda m: (m.site.project, m.site.file, m.site.function, m.site.kind))
-    return tied[0]
+    first = tied[0]
+    # One template printed by several functions of one file (CPython's seven bytecode instructions
+    # that raise "name '...' is not defined"), nothing in the line telling them apart: name them
+    # all rather than pick one by its spelling.
+    same = sorted(
+        {
+            m.site.function
+            for m in tied
+            if (m.site.project, m.site.file, m.site.template)
+            == (first.site.project, first.site.file, first.site.template)
+        }
+    )
+    if len(same) > 1:
+        shown = same[:MAX_TIED_FUNCTIONS]
+        more = len(same) - len(shown)
+        names = ", ".join(shown) + (f" (+{more} more)" if more else "")
+        return replace(first, site=replace(first.site, function=names))
+    return first
+
+
+MAX_TIED_FUNCTIONS = 8
 
 
 def release_ranges(site: Site, info: ProjectInfo) -> str:
