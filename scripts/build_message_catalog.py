@@ -29,10 +29,18 @@ Step 1, download (the only step that needs a network; everything lands outside t
     # NVIDIA/libnvidia-container (the pop-os packaging fork of v1.12.1: upstream's history is too
     # large to fetch), NVIDIA/open-gpu-kernel-modules, huggingface/tokenizers, huggingface/safetensors
     # under /work/.mirror/<owner>+<name>/repo
+    # Debian source packages (upstream tarballs, through apt's ordinary client, with a private
+    # sources.list of `deb-src http://deb.debian.org/debian trixie main` and `... bookworm main`):
+    # PyTorch's C++ (.cpp, .cu: the wheels carry only headers; the GitHub snapshot is over the
+    # fetch limit), systemd (likewise), CPython (the runtime's own messages)
+    mkdir -p /work/catalog-src/debian && cd /work/catalog-src/debian
+    apt-get source --download-only pytorch=2.6.0+dfsg-7 systemd=257.13-1~deb13u1 \
+        systemd=252.39-1~deb12u2 python3.13=3.13.5-2+deb13u5   # only the .orig.tar.* are read
 
 Step 2, build (offline, deterministic):
 
-    python scripts/build_message_catalog.py --pypi /work/catalog-src/pypi --git /work/.mirror
+    python scripts/build_message_catalog.py --pypi /work/catalog-src/pypi --git /work/.mirror \
+        --debian /work/catalog-src/debian
 
 Missing sources are skipped with a note (``--strict`` makes that an error). The output is
 byte-for-byte the same for the same inputs: rows are inserted in sorted order into a fresh
@@ -43,7 +51,9 @@ vLLM Apache-2.0; SGLang Apache-2.0; PyTorch BSD-3-Clause; NCCL BSD-3-Clause; tra
 huggingface_hub, tokenizers, safetensors Apache-2.0; Triton MIT; FlashInfer Apache-2.0; xgrammar
 Apache-2.0; Ray Apache-2.0; LMCache Apache-2.0; aiohttp Apache-2.0; httpx BSD-3-Clause; openai
 Apache-2.0; NVIDIA container toolkit Apache-2.0; libnvidia-container Apache-2.0 (the library) with
-BSD parts; open-gpu-kernel-modules dual MIT/GPL-2.0.
+BSD parts; open-gpu-kernel-modules dual MIT/GPL-2.0; PyTorch's C++ sources (Debian's pytorch
+2.6.0+dfsg, the upstream v2.6.0 tree less non-free third-party parts) BSD-3-Clause; systemd
+LGPL-2.1-or-later (its src/core, src/systemctl, src/network are read); CPython PSF-2.0.
 """
 
 from __future__ import annotations
@@ -59,13 +69,13 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "triage" / "data" / "catalog.sqlite"
 WILDCARD = "<*>"
-CATALOG_FORMAT = "triage.catalog/1"
+CATALOG_FORMAT = "triage.catalog/2"  # 2: a site names its file by a row of `path` (size)
 MIN_LITERAL = 10  # literal characters a template needs to say anything (fewer: dropped)
 MAX_TEMPLATE = 300  # characters kept of one template
 MAX_WILDCARDS = 8  # a template is cut after its 8th placeholder (the rest says little, costs much)
@@ -161,6 +171,8 @@ def _py_parts(
         for value in node.values:
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 out.append(value.value)
+            elif isinstance(value, ast.FormattedValue) and _constant(value, names) is not None:
+                out.append(_constant(value, names))  # f"{_ERR_MSG_PREFIX}{name!r}"
             else:
                 out.append(None)
         return out
@@ -191,6 +203,19 @@ def _py_parts(
     return None
 
 
+def _constant(value: ast.FormattedValue, names: dict[str, list[ast.expr]]) -> str | None:
+    """The text of an f-string field that names a string constant (a module-level NAME = "...",
+    the one assignment of that name): the runtime prints the constant there, not a variable."""
+    if value.conversion != -1 or value.format_spec is not None:
+        return None
+    if not isinstance(value.value, ast.Name):
+        return None
+    found = names.get(value.value.id, [])
+    if len(found) == 1 and isinstance(found[0], ast.Constant) and isinstance(found[0].value, str):
+        return found[0].value
+    return None
+
+
 def _call_name(func: ast.expr) -> str:
     if isinstance(func, ast.Name):
         return func.id
@@ -214,7 +239,7 @@ class _PyVisitor(ast.NodeVisitor):
 
     def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.scope.append(node.name)
-        names: dict[str, list[ast.expr]] = {}
+        names: dict[str, list[ast.expr]] = {k: list(v) for k, v in self.names[0].items()}
         if not isinstance(node, ast.ClassDef):
             for sub in ast.walk(node):
                 if isinstance(sub, ast.Assign) and len(sub.targets) == 1:
@@ -278,6 +303,15 @@ def python_messages(source: str) -> list[Message]:
     except (SyntaxError, ValueError, RecursionError):
         return []
     visitor = _PyVisitor()
+    for stmt in tree.body:  # module-level string constants, seen by every scope
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Constant)
+            and isinstance(stmt.value.value, str)
+        ):
+            visitor.names[0].setdefault(stmt.targets[0].id, []).append(stmt.value)
     try:
         visitor.visit(tree)
     except RecursionError:
@@ -322,11 +356,58 @@ C_CALLS: dict[str, tuple[str, int, str]] = {
     "NV_DEV_PRINTF": ("NV_DEV_PRINTF", 2, "printf"),
     "NV_DEV_PRINTF_STATUS": ("NV_DEV_PRINTF", 3, "printf"),
     "NV_PRINTF": ("NV_PRINTF", 1, "printf"),
+    "NV_ASSERT_PRINTF": ("NV_PRINTF", 1, "printf"),
     "NV_ERROR_LOG": ("NV_ERROR_LOG", 2, "printf"),
     "nvErrorLog_va": ("NV_ERROR_LOG", 2, "printf"),
     "fprintf": ("fprintf", 1, "printf"),
     "throw std::runtime_error": ("std::runtime_error", 0, "concat"),
     "throw std::invalid_argument": ("std::invalid_argument", 0, "concat"),
+    # the driver's unleveled console print (its text carries the NVRM: prefix)
+    "portDbgPrintf": ("portDbgPrintf", 0, "printf"),
+    # CPython's own exceptions (the class is an argument: see _C_CLASS_ARG)
+    "PyErr_Format": ("PyErr_Format", 1, "pyformat"),
+    "_PyErr_Format": ("PyErr_Format", 2, "pyformat"),
+    "PyErr_SetString": ("PyErr_SetString", 1, "pyformat"),
+    "_PyErr_SetString": ("PyErr_SetString", 2, "pyformat"),
+    "type_error": ("TypeError", 0, "pyformat"),
+    "_PyEval_FormatExcCheckArg": ("PyErr_Format", 2, "pyformat"),  # NameError's NAME_ERROR_MSG
+}
+# systemd's log calls: name -> index of the format; the level is in the name, or an argument
+# (log_full, log_unit_full: index 0 / 1), or absent (LOG_UNIT_MESSAGE inside log_unit_struct)
+for _lvl in ("notice", "warning", "error", "crit", "alert", "emergency", "emerg"):
+    C_CALLS[f"log_{_lvl}"] = (f"log_{_lvl}", 0, "printf")
+    C_CALLS[f"log_{_lvl}_errno"] = (f"log_{_lvl}", 1, "printf")
+    C_CALLS[f"log_unit_{_lvl}"] = (f"log_{_lvl}", 1, "printf")
+    C_CALLS[f"log_unit_{_lvl}_errno"] = (f"log_{_lvl}", 2, "printf")
+C_CALLS.update(
+    {
+        "log_full": ("log", 1, "printf"),
+        "log_full_errno": ("log", 2, "printf"),
+        "log_unit_full": ("log", 2, "printf"),
+        "log_unit_full_errno": ("log", 3, "printf"),
+        "LOG_UNIT_MESSAGE": ("LOG_UNIT_MESSAGE", 1, "unitprintf"),
+        "LOG_MESSAGE": ("LOG_MESSAGE", 0, "printf"),
+    }
+)
+# the argument that names the exception class (PyExc_TypeError -> TypeError)
+_C_CLASS_ARG = {
+    "PyErr_Format": 0,
+    "_PyErr_Format": 1,
+    "PyErr_SetString": 0,
+    "_PyErr_SetString": 1,
+    "_PyEval_FormatExcCheckArg": 1,
+}
+# the argument that holds a level (kept in the call kind: severity comes from it)
+_C_LEVEL_ARG = {
+    "nv_printf": 0,
+    "NV_DEV_PRINTF": 0,
+    "NV_DEV_PRINTF_STATUS": 0,
+    "NV_PRINTF": 0,
+    "NV_ASSERT_PRINTF": 0,
+    "log_full": 0,
+    "log_full_errno": 0,
+    "log_unit_full": 1,
+    "log_unit_full_errno": 1,
 }
 # printf calls that only count when the first argument says so (stderr, error levels)
 _C_LEVEL_FILTER = {
@@ -335,9 +416,16 @@ _C_LEVEL_FILTER = {
     "NV_DEV_PRINTF": re.compile(r"NV_DBG_(?:ERRORS|WARNINGS)"),
     "NV_DEV_PRINTF_STATUS": re.compile(r"NV_DBG_(?:ERRORS|WARNINGS)"),
     "NV_PRINTF": re.compile(r"LEVEL_(?:ERROR|WARNING)"),
+    "NV_ASSERT_PRINTF": re.compile(r"LEVEL_(?:ERROR|WARNING)"),
     "LOG": re.compile(r"ERROR|WARNING|FATAL"),
     "XGRAMMAR_LOG": re.compile(r"WARNING|FATAL|ERROR"),
+    # systemd: anything but the debug and info levels (a variable level is kept: its text decides)
+    "log_full": re.compile(r"^(?!\s*LOG_(?:DEBUG|INFO)\s*$)"),
+    "log_full_errno": re.compile(r"^(?!\s*LOG_(?:DEBUG|INFO)\s*$)"),
+    "log_unit_full": re.compile(r"^(?!\s*LOG_(?:DEBUG|INFO)\s*$)"),
+    "log_unit_full_errno": re.compile(r"^(?!\s*LOG_(?:DEBUG|INFO)\s*$)"),
 }
+_C_LEVEL_WORD = re.compile(r"NV_DBG_\w+|LEVEL_\w+|LOG_[A-Z]+")
 _C_CALL_RE = re.compile(
     r"\b(?:throw\s+std::(?:runtime_error|invalid_argument)|"
     + "|".join(re.escape(k) for k in sorted(C_CALLS, key=len, reverse=True) if " " not in k)
@@ -425,6 +513,24 @@ def _printf_parts(fmt: str) -> list[str | None]:
     return parts
 
 
+# CPython's PyUnicode_FromFormat conversions: printf's and %R %S %A %U %V %T %N (objects)
+_PYFORMAT_RE = re.compile(r"%(?:\.\d+)?(?:zd|zu|lld|llu|ld|lu|[diuxcspRSAUVTN%])")
+
+
+def _pyformat_parts(fmt: str) -> list[str | None]:
+    parts: list[str | None] = []
+    for piece in fmt.split("\x00"):
+        if parts:
+            parts.append(None)
+        pos = 0
+        for found in _PYFORMAT_RE.finditer(piece):
+            parts.append(piece[pos : found.start()])
+            parts.append("%" if found.group() == "%%" else None)
+            pos = found.end()
+        parts.append(piece[pos:])
+    return parts
+
+
 def _concat_parts(args: list[str]) -> list[str | None] | None:
     parts: list[str | None] = []
     literal_seen = False
@@ -453,9 +559,14 @@ def _stream_parts(src: str, pos: int) -> list[str | None] | None:
 _C_HEADER_RE = re.compile(
     r"([A-Za-z_~][\w:~<>]*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?::[^;{}]*)?$"
 )
+_C_INSTRUCTION_RE = re.compile(
+    r"^(?:inst|op|tier1\s+inst|replaced\s+op|specializing\s+op)\(\s*(\w+)"
+)
+_C_COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _C_CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined", "do", "else"}
 
 
+@lru_cache(maxsize=2)
 def _c_functions(src: str) -> list[tuple[int, str]]:
     """(offset, enclosing function) at each '{' and '}' that changes the innermost function:
     a brace tracker that knows namespaces, classes and control blocks apart from functions."""
@@ -491,13 +602,17 @@ def _c_functions(src: str) -> list[tuple[int, str]]:
             header_start = i
             continue
         if ch == "{":
-            header = src[header_start:i].strip()
+            # comments out of the header: a file's leading "(c) ..." is not a parameter list
+            header = _C_COMMENT_RE.sub(" ", src[header_start:i]).strip()
             current = stack[-1] if stack else ""
             name = current
             if not current:
                 found = _C_HEADER_RE.search(header)
                 if found and found.group(1).split("::")[-1] not in _C_CONTROL:
                     name = found.group(1)
+            else:  # CPython's bytecodes.c: `inst(LOAD_NAME, ...) {` inside its dummy_func
+                instr = _C_INSTRUCTION_RE.search(header)
+                name = instr.group(1) if instr else current
             stack.append(name)
             marks.append((i, name))
             header_start = i + 1
@@ -512,10 +627,44 @@ def _c_functions(src: str) -> list[tuple[int, str]]:
     return marks
 
 
-def c_messages(src: str) -> list[Message]:
+_C_STRING_MACRO_RE = re.compile(
+    r'^#\s*define\s+([A-Z_][A-Z0-9_]*)\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+)$', re.M
+)
+
+
+def string_macros(src: str) -> dict[str, str]:
+    """`#define NAME_ERROR_MSG "name '%.200s' is not defined"`: macros that are one string."""
+    found: dict[str, str] = {}
+    for m in _C_STRING_MACRO_RE.finditer(src):  # the first of #if/#else alternatives
+        found.setdefault(m.group(1), m.group(2).strip())
+    return found
+
+
+def _expand_macros(arg: str, macros: dict[str, str]) -> str:
+    """String macros in place, outside the argument's own string literals."""
+    out: list[str] = []
+    pos = 0
+    for lit in _C_STRING_RE.finditer(arg):
+        out.append(
+            _MACRO_TOKEN_RE.sub(lambda m: macros.get(m.group(), m.group()), arg[pos : lit.start()])
+        )
+        out.append(lit.group())
+        pos = lit.end()
+    out.append(_MACRO_TOKEN_RE.sub(lambda m: macros.get(m.group(), m.group()), arg[pos:]))
+    return "".join(out)
+
+
+_MACRO_TOKEN_RE = re.compile(r"\b[A-Z_][A-Z0-9_]{2,}\b")
+
+
+def c_messages(src: str, macros: dict[str, str] | None = None) -> list[Message]:
+    """Every message of one C, C++ or CUDA file; `macros` are string macros of the release's
+    headers, put in place where an argument is one (CPython's NAME_ERROR_MSG)."""
     found: list[Message] = []
     marks: list[tuple[int, str]] | None = None
     line_starts: list[int] | None = None
+    own = string_macros(src) if "#" in src else {}
+    macros = {**own, **(macros or {})} if own else macros
     for call in _C_CALL_RE.finditer(src):
         name = re.sub(r"\s+", " ", call.group()[:-1].strip())
         name = "throw " + name.split("throw", 1)[1].strip() if name.startswith("throw") else name
@@ -525,16 +674,39 @@ def c_messages(src: str) -> list[Message]:
         args, end = _c_args(src, call.end())
         if not args:
             continue
+        if macros:
+            args = [_expand_macros(a, macros) for a in args]
         level = _C_LEVEL_FILTER.get(name)
-        if level is not None and not level.search(args[0]):
+        level_arg = args[_C_LEVEL_ARG.get(name, 0)] if len(args) > _C_LEVEL_ARG.get(name, 0) else ""
+        if level is not None and not level.search(level_arg):
             continue
-        if style == "printf":
+        if name in _C_LEVEL_ARG:  # the level the call names, or none (a variable): in the kind
+            word = _C_LEVEL_WORD.search(level_arg)
+            kind = f"{kind}({word.group()})" if word else kind
+        if name in _C_CLASS_ARG:
+            at = _C_CLASS_ARG[name]
+            cls = re.search(r"PyExc_(\w+)", args[at]) if len(args) > at else None
+            if cls is None:
+                continue
+            kind = cls.group(1)
+        if style in ("pyformat", "unitprintf"):
             if len(args) <= index:
                 continue
             fmt = _c_literal(args[index])
             if fmt is None:
                 continue
-            parts: list[str | None] | None = _printf_parts(fmt)
+            if style == "unitprintf":  # LOG_UNIT_MESSAGE prefixes the unit's name
+                fmt = "%s: " + fmt
+            parts: list[str | None] | None = (
+                _printf_parts(fmt) if style == "unitprintf" else _pyformat_parts(fmt)
+            )
+        elif style == "printf":
+            if len(args) <= index:
+                continue
+            fmt = _c_literal(args[index])
+            if fmt is None:
+                continue
+            parts = _printf_parts(fmt)
         elif style == "stream":
             parts = _stream_parts(src, end)
         else:
@@ -556,12 +728,39 @@ def c_messages(src: str) -> list[Message]:
         found.extend(Message(t, kind, function, line) for t in templates)
     found.extend(_c_error_strings(src))
     found.extend(_c_built_strings(src))
+    found.extend(_c_stream_throws(src))
     return found
 
 
+def _c_stream_throws(src: str) -> list[Message]:
+    """A message streamed into an ostringstream and thrown as its .str(): the `var << ...;`
+    statements of the 1500 characters before the throw, in order."""
+    out: list[Message] = []
+    for throw in _C_STREAM_THROW_RE.finditer(src):
+        var = throw.group(2)
+        window_start = max(0, throw.start() - 1500)
+        window = src[window_start : throw.start()]
+        parts: list[str | None] = []
+        for stmt in re.finditer(rf"\b{re.escape(var)}\s*(<<[^;]*);", window):
+            more = _concat_parts(stmt.group(1).split("<<")[1:])
+            if more:
+                parts.extend(more)
+        if not parts:
+            continue
+        line = src.count("\n", 0, throw.start()) + 1
+        where = _bisect_mark(_c_functions(src), throw.start())
+        kind = f"std::{throw.group(1)}"
+        out.extend(Message(t, kind, where, line) for t in normalise(parts))
+    return out
+
+
 _C_BUILT_RE = re.compile(
-    r'\bstd::string\s+(\w*(?:err|Err|msg|Msg|message|Message|error|Error)\w*)\s*=\s*(?=")'
+    r"(?:\bstd::string\s+|^[ \t]*)(\w*(?:err|Err|msg|Msg|message|Message|error|Error|interpret)\w*)"
+    r'\s*\+?=\s*(?=")',
+    re.M,
 )
+# `ss << "shape '" << shape << "' is invalid ..."; throw std::runtime_error(ss.str());`
+_C_STREAM_THROW_RE = re.compile(r"\bthrow\s+std::(\w+)\(\s*(\w+)\.str\(\)\s*\)")
 
 
 def _c_built_strings(src: str) -> list[Message]:
@@ -727,9 +926,23 @@ _RUST_FN_RE = re.compile(
 )
 
 
-def rust_messages(src: str) -> list[Message]:
+# pydantic-core builds its exceptions' text (ValidationError's title line) with format!/write!
+_RUST_FORMAT_RE = re.compile(r'(?:\bformat!\(|\bwrite!\(\s*\w+\s*,)\s*"((?:[^"\\]|\\.)*)"')
+
+
+def rust_messages(src: str, formats: bool = False) -> list[Message]:
     out: list[Message] = []
     items = [(m.start(), m.group(1) or m.group(2)) for m in _RUST_FN_RE.finditer(src)]
+    if formats:
+        for call in _RUST_FORMAT_RE.finditer(src):
+            function = ""
+            for start, name in items:
+                if start > call.start():
+                    break
+                function = name
+            text = _c_unescape(call.group(1).replace("\\\n", ""))
+            line = src.count("\n", 0, call.start()) + 1
+            out.extend(Message(t, "format!", function, line) for t in normalise(split_braces(text)))
     for call in _RUST_RE.finditer(src):
         head = call.group()
         if head.startswith("#[error"):
@@ -775,6 +988,9 @@ class Project:
     keep: str  # regex a repository path must match to be read
     repo_prefix: str = ""  # prepended to the stripped path for the link (e.g. "python/")
     exts: tuple[str, ...] = (".py",)
+    renames: tuple[tuple[str, str], ...] = ()  # (regex, replacement): archive path -> repo path
+    macro_files: str = ""  # regex: headers whose string #defines C messages may use
+    rust_formats: bool = False  # Rust: format!/write! texts too (pydantic-core's exceptions)
 
 
 _SKIP = re.compile(
@@ -800,6 +1016,51 @@ PROJECTS: dict[str, Project] = {
             r"^(?:torch/include/)?",
             r"^(?:torch/|c10/|ATen/|torch/csrc/)",
             exts=(".py", ".h", ".hpp", ".cuh"),
+            renames=((r"^ATen/", "aten/src/ATen/"),),  # the wheel's include/ATen is aten/src/ATen
+        ),
+        # pydantic-core: the text of pydantic's ValidationError (vLLM's configs are pydantic)
+        Project(
+            "pydantic-core",
+            "https://github.com/pydantic/pydantic-core",
+            "v{release}",
+            r"^",
+            r"^src/",
+            exts=(".rs",),
+            rust_formats=True,
+        ),
+        # PyTorch's C++ sources (.cpp/.cu: the wheels ship only headers), from Debian's source
+        # package of one release: c10d, ProcessGroupNCCL, the CUDA caching allocator, ATen's checks
+        Project(
+            "torch-cpp",
+            "https://github.com/pytorch/pytorch",
+            "v{release}",
+            r"^[^/]+/",
+            r"^(?:torch/csrc/(?:distributed|cuda|autograd|utils)/|c10/(?:core|cuda|util)/|"
+            r"aten/src/ATen/(?:[^/]+\.cpp$|core/|cuda/|native/[^/]+\.cpp$|native/cuda/))",
+            exts=(".cpp", ".cc", ".cu"),
+        ),
+        # systemd (service manager, units, systemctl, networkd's wait-online), from Debian's
+        # source packages (the GitHub snapshot is over the fetch limit)
+        Project(
+            "systemd",
+            "https://github.com/systemd/systemd",
+            "v{release}",
+            r"^[^/]+/",
+            r"^src/(?:core|systemctl|network)/",
+            exts=(".c",),
+        ),
+        # the Python runtime's own messages (No module named, not supported between instances):
+        # its import machinery in Lib/ and the C of Objects/ and Python/, from Debian's source
+        Project(
+            "cpython",
+            "https://github.com/python/cpython",
+            "v{release}",
+            r"^[^/]+/",
+            r"^(?:Lib/(?:importlib/|argparse\.py|multiprocessing/|concurrent/|asyncio/|"
+            r"subprocess\.py|json/|ssl\.py|socket\.py|shutil\.py|os\.py|pickle\.py)|"
+            r"Objects/|Python/)",
+            exts=(".py", ".c"),
+            macro_files=r"^Python/ceval_macros\.h$",
         ),
         Project(
             "nccl",
@@ -904,7 +1165,9 @@ PROJECTS: dict[str, Project] = {
             "https://github.com/NVIDIA/open-gpu-kernel-modules",
             "{release}",
             r"^",
-            r"^(?:kernel-open/|src/nvidia/src/kernel/gpu/(?:gsp|fifo|mem_mgr|rc|bif|mmu)|src/nvidia/arch/nvalloc/unix/)",
+            r"^(?:kernel-open/|src/nvidia/src/kernel/gpu/(?:gsp|fifo|mem_mgr|rc|bif|mmu|arch/hopper|arch/blackwell)|"
+            r"src/nvidia/src/kernel/core/|src/nvidia/src/libraries/utils/nvassert\.c$|"
+            r"src/nvidia/arch/nvalloc/unix/)",
             exts=(".c", ".h"),
         ),
     )
@@ -938,6 +1201,7 @@ GIT_SOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "NVIDIA+open-gpu-kernel-modules",
         [(v, v) for v in ("550.144.03", "580.95.05", "595.45.04")],
     ),
+    "pydantic-core": ("pydantic+pydantic-core", [(f"v{v}", v) for v in ("2.33.2", "2.41.5")]),
     "tokenizers": ("huggingface+tokenizers", [("HEAD", "HEAD")]),
     "safetensors": ("huggingface+safetensors", [("HEAD", "HEAD")]),
 }
@@ -1017,11 +1281,27 @@ def _version_key(text: str) -> tuple[object, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+]", text.lstrip("v")) if p)
 
 
+# Debian source packages (`apt-get source --download-only`): the upstream tarball only
+_DEB_RE = re.compile(
+    r"^(?P<name>[a-z0-9.+-]+?)_(?P<version>[0-9][\w.~]*?)(?:\+dfsg)?\.orig\.tar\.(?:xz|gz)$"
+)
+_DEB_PROJECT = {"pytorch": "torch-cpp", "systemd": "systemd", "python3.13": "cpython"}
+
+
 def discover(
-    pypi: Path | None, git: Path | None, only: set[str] | None
+    pypi: Path | None, git: Path | None, only: set[str] | None, debian: Path | None = None
 ) -> tuple[list[Release], list[str]]:
     releases: list[Release] = []
     notes: list[str] = []
+    if debian is not None and debian.is_dir():
+        for path in sorted(debian.iterdir()):
+            deb = _DEB_RE.match(path.name)
+            project = _DEB_PROJECT.get(deb["name"]) if deb else None
+            if deb is None or project is None or (only and project not in only):
+                continue
+            releases.append(
+                Release(project, deb["version"], partial(archive_files, path), path.name)
+            )
     if pypi is not None and pypi.is_dir():
         for path in sorted(pypi.iterdir()):
             found = _DIST_RE.match(path.name)
@@ -1098,9 +1378,10 @@ CREATE TABLE project (name TEXT PRIMARY KEY, repo TEXT NOT NULL, tag TEXT NOT NU
     repo_prefix TEXT NOT NULL, releases TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE message (id INTEGER PRIMARY KEY, template TEXT NOT NULL UNIQUE, anchor TEXT NOT NULL,
     literal INTEGER NOT NULL);
-CREATE TABLE site (message INTEGER NOT NULL, project TEXT NOT NULL, file TEXT NOT NULL,
+CREATE TABLE path (id INTEGER PRIMARY KEY, file TEXT NOT NULL UNIQUE);
+CREATE TABLE site (message INTEGER NOT NULL, project TEXT NOT NULL, path INTEGER NOT NULL,
     function TEXT NOT NULL, kind TEXT NOT NULL, releases INTEGER NOT NULL, lines TEXT NOT NULL,
-    PRIMARY KEY (message, project, file, function, kind)) WITHOUT ROWID;
+    PRIMARY KEY (message, project, path, function, kind)) WITHOUT ROWID;
 CREATE TABLE file (project TEXT NOT NULL, file TEXT NOT NULL, releases INTEGER NOT NULL,
     PRIMARY KEY (project, file)) WITHOUT ROWID;
 CREATE INDEX message_anchor ON message (anchor);
@@ -1147,6 +1428,11 @@ def collect(
         project = PROJECTS[rel.project]
         order.setdefault(rel.project, []).append(rel.release)
         count = 0
+        macros: dict[str, str] = {}
+        if project.macro_files:  # a first pass over the release for its string macros
+            for name, data in rel.files():
+                if re.search(project.macro_files, re.sub(project.strip, "", name, count=1)):
+                    macros.update(string_macros(data.decode("utf-8", "replace")))
         for name, data in rel.files():
             path = re.sub(project.strip, "", name, count=1)
             if not re.search(project.keep, path) or _SKIP.search(path):
@@ -1155,10 +1441,19 @@ def collect(
             if suffix not in project.exts:
                 continue
             text = data.decode("utf-8", "replace")
+            for pattern, repl in project.renames:
+                path = re.sub(pattern, repl, path, count=1)
             link_path = project.repo_prefix + path
             if suffix == ".py":  # the file table serves traceback frames: Python files only
                 files.setdefault((rel.project, link_path), set()).add(rel.release)
-            for msg in EXTRACTORS[suffix](text):
+            extract = EXTRACTORS[suffix]
+            if extract is c_messages:
+                messages = c_messages(text, macros)
+            elif extract is rust_messages:
+                messages = rust_messages(text, project.rust_formats)
+            else:
+                messages = extract(text)
+            for msg in messages:
                 key = (msg.template, rel.project, link_path, msg.function, msg.kind)
                 lines = sites.setdefault(key, {})
                 lines.setdefault(rel.release, msg.line)
@@ -1188,6 +1483,8 @@ def write(
         "INSERT INTO message VALUES (?, ?, ?, ?)",
         ((ids[t], t, anchor_of(t), literal_length(t)) for t in templates),
     )
+    paths = {f: i + 1 for i, f in enumerate(sorted({key[2] for key in sites}))}
+    conn.executemany("INSERT INTO path VALUES (?, ?)", ((i, f) for f, i in paths.items()))
     rows = []
     for (template, project, file, function, kind), lines in sites.items():
         releases = order[project]
@@ -1197,7 +1494,9 @@ def write(
             if rel in lines:
                 mask |= 1 << i
                 line_list.append(str(lines[rel]))
-        rows.append((ids[template], project, file, function, kind, mask, ",".join(line_list)))
+        rows.append(
+            (ids[template], project, paths[file], function, kind, mask, ",".join(line_list))
+        )
     rows.sort()
     conn.executemany("INSERT INTO site VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     conn.executemany(
@@ -1240,6 +1539,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pypi", type=Path, help="directory of downloaded wheels and sdists")
     parser.add_argument("--git", type=Path, help="directory of git snapshots (<owner>+<name>/repo)")
+    parser.add_argument(
+        "--debian", type=Path, help="directory of Debian .orig.tar.* source tarballs"
+    )
     parser.add_argument("--fixtures", type=Path, help="a <project>/<release>/ tree instead (tests)")
     parser.add_argument("--only", action="append", help="only these projects (repeatable)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -1249,7 +1551,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.fixtures:
         releases = fixture_releases(args.fixtures)
     else:
-        releases, notes = discover(args.pypi, args.git, set(args.only) if args.only else None)
+        releases, notes = discover(
+            args.pypi, args.git, set(args.only) if args.only else None, args.debian
+        )
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if args.strict and notes:

@@ -59,8 +59,8 @@ def test_templates_turn_placeholders_into_wildcards(built: Path) -> None:
     rows = {
         t: (p, f, fn, k)
         for t, p, f, fn, k in conn.execute(
-            "SELECT m.template, s.project, s.file, s.function, s.kind "
-            "FROM message m JOIN site s ON s.message = m.id"
+            "SELECT m.template, s.project, p.file, s.function, s.kind "
+            "FROM message m JOIN site s ON s.message = m.id JOIN path p ON p.id = s.path"
         )
     }
     # an f-string and a .format() wording of one message, in two releases
@@ -296,3 +296,156 @@ def test_draft_proposal_from_the_catalog(fixture_catalog: Path) -> None:
         "https://github.com/NVIDIA/nccl/blob/v2.21.5-1/src/misc/socket.cc#L7"
     ]
     assert (prop.project, prop.first, prop.last, prop.newest) == ("nccl", "2.21.5", "2.21.5", True)
+
+
+def test_new_sources_and_shapes(built: Path) -> None:
+    """systemd's unit messages, CPython's own exceptions (the class an argument, a module
+    constant in an f-string), PyTorch's C++ error strings and ostringstream throws, the driver's
+    level kept in the call kind."""
+    import sqlite3
+
+    conn = sqlite3.connect(built)
+    rows = {
+        (t, fn): (p, f, k)
+        for t, p, f, fn, k in conn.execute(
+            "SELECT m.template, s.project, p.file, s.function, s.kind "
+            "FROM message m JOIN site s ON s.message = m.id JOIN path p ON p.id = s.path"
+        )
+    }
+    exited = ("<*>: <*> exited, code=<*>, status=<*>/<*>", "unit_log_process_exit")
+    assert rows[exited] == ("systemd", "src/core/unit.c", "LOG_UNIT_MESSAGE")
+    assert rows[("Start request repeated too quickly.", "unit_start_limit")][2] == "log_error"
+    assert not any("Start limit not reached" in t for t, _ in rows)  # debug level: left out
+    compare = ("'<*>' not supported between instances of '<*>' and '<*>'", "do_richcompare")
+    assert rows[compare] == ("cpython", "Objects/object.c", "TypeError")
+    assert rows[("No module named <*>", "_find_and_load_unlocked")] == (
+        "cpython",
+        "Lib/importlib/_bootstrap.py",
+        "ModuleNotFoundError",
+    )
+    internal = ("ncclInternalError: Internal check failed.", "getNcclErrorDetailStr")
+    assert rows[internal] == (
+        "torch-cpp",
+        "torch/csrc/distributed/c10d/NCCLUtils.cpp",
+        "error string",
+    )
+    shape = ("shape '<*>' is invalid for input of size <*>", "infer_size_check")
+    assert rows[shape] == ("torch-cpp", "aten/src/ATen/InferSize.cpp", "std::runtime_error")
+    probe = ("NVRM: The NVIDIA probe routine failed for <*> device(s).", "nvidia_init_module")
+    assert rows[probe][2] == "nv_printf(NV_DBG_ERRORS)"
+    assert not any("nothing to see here" in t for t, _ in rows)  # NV_DBG_INFO: left out
+
+
+def test_unleveled_calls_get_a_level_from_text_or_are_warnings_at_most() -> None:
+    from triage.catalog import severity_of
+
+    # a level the call names
+    assert (
+        severity_of("nv_printf(NV_DBG_ERRORS)", "NVRM: The NVIDIA probe routine failed") == "error"
+    )
+    assert severity_of("nv_printf(NV_DBG_WARNINGS)", "NVRM: anything failed") == "warning"
+    assert severity_of("NV_PRINTF(LEVEL_ERROR)", "Possible bad register read") == "error"
+    # no level: the template's own words decide (a failure word: error) ...
+    probe = "NVRM: The NVIDIA probe routine failed for <*> device(s)."
+    assert severity_of("nv_printf", probe) == "error"
+    rate = "NVRM: Rate limiting GSP RPC error prints for GPU at PCI:<*>"
+    assert severity_of("portDbgPrintf", rate) == "error"
+    # ... never a value the log filled in (systemd's "status=1/FAILURE"): a warning at most
+    exited = "<*>: <*> exited, code=<*>, status=<*>/<*>"
+    assert severity_of("LOG_UNIT_MESSAGE", exited) == "warning"
+    assert severity_of("nv_printf", "NVRM: loading NVIDIA UNIX Open Kernel Module <*>") == "warning"
+    # ... unless the log line carries its own level (a journal record at priority err)
+    assert severity_of("LOG_UNIT_MESSAGE", exited, "err") == "error"
+    # exceptions, checks and NCCL's WARN (its failure report) stay errors; warnings stay warnings
+    assert severity_of("ValueError") == severity_of("TORCH_CHECK") == "error"
+    assert severity_of("NCCL WARN") == "error"
+    assert severity_of("logger.warning") == severity_of("log_notice") == "warning"
+
+
+def test_unleveled_real_lines_in_the_report(
+    engine: Engine, fixture_catalog: Path, tmp_path: Path
+) -> None:
+    text = (  # real lines (corpus/node/): the probe failure, the GSP rate limit, a unit's exit
+        "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n"
+        "[Sun Feb 23 16:24:36 2025] NVRM: Rate limiting GSP RPC error prints for GPU at "
+        "PCI:0000:9b:00 (printing 1 of every 30).  The GPU likely needs to be reset.\n"
+        "Dec 02 17:26:51 node-1 systemd[1]: systemd-networkd-wait-online.service: Main process "
+        "exited, code=exited, status=1/FAILURE\n"
+    )
+    report = _report(engine, tmp_path, text)
+    hyps = report["hypotheses"]
+    assert isinstance(hyps, list)
+    by_line = {h["evidence"][0]["line"]: h for h in hyps if h["basis"] == "located"}
+    assert by_line[1]["severity"] == "error" and by_line[1]["layer"] == "node"
+    assert by_line[2]["severity"] == "error"
+    assert by_line[2]["source"]["kind"] == "portDbgPrintf"
+    # the unit's exit, located in systemd's LOG_UNIT_MESSAGE: never an error from its values
+    assert by_line[3]["severity"] == "warning"
+    assert by_line[3]["source"]["project"] == "systemd"
+
+
+def test_traceback_lines_located_by_their_frame(
+    engine: Engine, fixture_catalog: Path, tmp_path: Path
+) -> None:
+    """A cut traceback's first lines: a frame line by its own frame, a source line by the frame
+    above it, a `raise X(` line by the exception line of class X below it; an indented line with
+    no frame near it stays unrecognized."""
+    from triage.catalog import open_catalog
+    from triage.models import Line
+
+    cat = open_catalog(fixture_catalog)
+    assert cat is not None
+    frame = (
+        'File "/opt/venv/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", '
+        "line 26, in unify"
+    )
+    frames = [("x.log|EngineCore", 1, frame)]
+    own = Line(
+        "x.log",
+        1,
+        "ERROR [core.py:1]   " + frame,
+        "ERROR [core.py:1]   " + frame,
+        frame,
+        process="EngineCore",
+    )
+    found = cat.locate_traceback_line(own, frames, [], {})
+    assert found is not None
+    assert (found.source.file, found.source.function, found.source.kind) == (
+        "vllm/v1/core/kv_cache_utils.py",
+        "unify",
+        "traceback frame",
+    )
+    code = "ERROR [core.py:1]     assert len(specs) < 64"
+    src_line = Line("x.log", 2, code, code, "assert len(specs) < 64", process="EngineCore")
+    found = cat.locate_traceback_line(src_line, frames, [], {})
+    assert found is not None and found.source.kind == "traceback source line"
+    assert found.source.function == "unify"
+    far = Line("x.log", 9, code, code, "assert len(specs) < 64", process="EngineCore")
+    assert cat.locate_traceback_line(far, frames, [], {}) is None  # no frame just above it
+    raised = "ERROR [core.py:1]     raise NotImplementedError("
+    raise_line = Line("x.log", 1, raised, raised, "raise NotImplementedError(", process="P")
+    exc = "NotImplementedError: Hybrid KV cache manager is disabled for 3 layers"
+    found = cat.locate_traceback_line(raise_line, [], [("x.log|P", 2, exc)], {})
+    assert found is not None and found.source.function == "KVCacheSpecUnifier.unify"
+    other = "ValueError: Hybrid KV cache manager is disabled for 3 layers"
+    assert cat.locate_traceback_line(raise_line, [], [("x.log|P", 2, other)], {}) is None
+
+
+def test_runtime_messages_are_located_in_the_runtime_only(fixture_catalog: Path) -> None:
+    from triage.catalog import open_catalog
+
+    cat = open_catalog(fixture_catalog)
+    assert cat is not None
+    real = "TypeError: '>' not supported between instances of 'NoneType' and 'int'"
+    found = cat.locate_text(real)
+    assert found is not None
+    assert (found.source.project, found.source.function) == ("cpython", "do_richcompare")
+    found = cat.locate_text("- ModuleNotFoundError: No module named 'common_ops'")
+    assert found is not None and found.source.file == "Lib/importlib/_bootstrap.py"
+    # the message is a header's string macro (NAME_ERROR_MSG), put in place by the build
+    found = cat.locate_text("NameError: name 'LLM' is not defined. Did you mean: 'VLLM'?")
+    assert found is not None and found.source.file == "Python/ceval.c"
+    # two functions of the file print it and the line cannot tell which: both are named
+    assert found.source.function == "load_global, load_name"
+    # a near miss: the runtime's wording inside a library's own message is not the runtime's
+    assert cat.locate_text("ValueError: name 'LLM' is not defined in the registry") is None

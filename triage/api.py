@@ -263,7 +263,14 @@ class Engine:
             from triage.catalog import locate
 
             frames = [(process_key(h.line), h.line.number, h.line.text) for h in frame_hits]
-            located, loose = locate(loose, facts, first_rank=len(hypotheses) + 1, frames=frames)
+            excs = [
+                (process_key(h.line), h.line.number, h.line.message or h.line.text)
+                for h in salient_hits
+                if h.signature == "exception"
+            ]
+            located, loose = locate(
+                loose, facts, first_rank=len(hypotheses) + 1, frames=frames, exceptions=excs
+            )
             hypotheses = hypotheses + located
         for hyp in hypotheses:  # every decisive line, also those beyond the kept sample
             if hyp.basis == "decisive":

@@ -8,12 +8,22 @@ curated signature explains is looked up; a located one becomes a hypothesis with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.catalog.frames import FRAME_PATTERN, exception_class, innermost_frame, locate_frame
+from triage.catalog.frames import (
+    FRAME_PATTERN,
+    exception_class,
+    frame_above,
+    innermost_frame,
+    is_source_line,
+    locate_frame,
+    own_frame,
+    raised_class,
+)
 from triage.catalog.layers import LAYER_RULES, layer_of
 from triage.catalog.lookup import (
     Match,
@@ -27,7 +37,7 @@ from triage.catalog.lookup import (
 from triage.catalog.store import WILDCARD, CatalogStore, Site, catalog_path, open_store
 from triage.catalog.sweep import SweepMiss, applies_to, sweep_signature, template_pattern
 from triage.events import UnexplainedLine, process_key
-from triage.models import EvidenceOut, Hypothesis, SourceOut
+from triage.models import EvidenceOut, Hypothesis, Line, SourceOut
 
 __all__ = [
     "FRAME_PATTERN",
@@ -43,14 +53,35 @@ __all__ = [
     "open_catalog",
 ]
 
-_WARNING_KINDS = ("Warning", "warning", "TORCH_WARN", "WARNING")
+# NCCL's WARN is how NCCL reports a failure (it has no error level): not a warning here
+_WARNING_KIND = re.compile(r"Warning|warning|TORCH_WARN|WARNING|NOTICE|notice")
+# Calls that name no level: the driver's nv_printf/NV_PRINTF in a catalog built before levels
+# were kept, its console print, fprintf, systemd's LOG_UNIT_MESSAGE (its log_unit_struct's level
+# is often a variable).
+_UNLEVELED_KIND = re.compile(
+    r"^(?:nv_printf|NV_PRINTF|NV_DEV_PRINTF|portDbgPrintf|fprintf|LOG_UNIT_MESSAGE|LOG_MESSAGE|log)$"
+)
+# Text that says a failure (in the template's own words, never in a value the log filled in)
+_ERROR_TEXT = re.compile(
+    r"\b(?:error|errors|failed|failure|fatal|cannot|can't|unable|abort(?:ed|ing)?|panic|"
+    r"invalid|corrupt(?:ed)?|timed out|timeout)\b",
+    re.I,
+)
+_ERROR_LEVELS = ("error", "err", "critical", "crit", "fatal", "alert", "emerg", "emergency")
 
 
-def severity_of(kind: str) -> str:
-    """error for exceptions, checks and error-level records; warning for warnings. A call that
-    names no level (the driver's `nv_printf`, a bare `printf`) is an error: the line it located
-    is a salient failure line (only those are looked up), and the call does not say otherwise."""
-    if any(w in kind for w in _WARNING_KINDS):
+def severity_of(kind: str, template: str = "", line_level: str | None = None) -> str:
+    """error for exceptions, checks and error-level records; warning for warnings and notices.
+    A call that names no level (`nv_printf` in an old catalog, `fprintf(stderr)`, systemd's
+    LOG_UNIT_MESSAGE) takes one from the log line's own level, else from its template's words
+    (a failure word: error), else it is a warning at most: the call does not say it is an error."""
+    if _UNLEVELED_KIND.match(kind):
+        if line_level and line_level.lower() in _ERROR_LEVELS:
+            return "error"
+        if _ERROR_TEXT.search(template.replace(WILDCARD, " ")):
+            return "error"
+        return "warning"
+    if _WARNING_KIND.search(kind):
         return "warning"
     return "error"
 
@@ -137,11 +168,58 @@ class Catalog:
         frame = innermost_frame(frames, stream, number) if exception else None
         if frame is None or exception is None:
             return None
+        return self._at_frame(frame, exception, f"{exception} (traceback frame)", text, facts)
+
+    def locate_traceback_line(
+        self,
+        line: Line,
+        frames: Sequence[tuple[str, int, str]],
+        exceptions: Sequence[tuple[str, int, str]],
+        facts: dict[str, Any],
+    ) -> Located | None:
+        """A line of a traceback itself (the first line of a cut one, in an ERROR record): a frame
+        line by the frame it shows; a source line or its ^^^^ markers by the frame line just above
+        it; a `raise X(` line with no frame above by the exception line of class X just below it,
+        located by its template (the raise statement is that template's site)."""
+        text = line.message or line.text or line.raw
+        stream = process_key(line)
+        frame = own_frame(text)
+        if frame is not None:
+            return self._at_frame(frame, "", "traceback frame", text, facts)
+        if not is_source_line(line.text or line.raw, text):
+            return None
+        frame = frame_above(frames, stream, f"{line.input}|-", line.number)
+        if frame is not None:
+            return self._at_frame(frame, "", "traceback source line", text, facts)
+        raised = raised_class(text)
+        below = [
+            exc_text
+            for key, number, exc_text in exceptions
+            if key == stream and line.number < number <= line.number + 3
+        ]
+        if raised is None or not below:
+            return None
+        named = exception_class(below[0])
+        if named is None or named.rsplit(".", 1)[-1] != raised:
+            return None  # the exception below is another raise's
+        found = self.locate_text(below[0], facts)
+        if found is None or found.source.kind.rsplit(".", 1)[-1] != raised:
+            return None
+        return Located(text, found.match, found.source, found.layer, found.layer_why)
+
+    def _at_frame(
+        self,
+        frame: re.Match[str],
+        exception: str,
+        kind: str,
+        text: str,
+        facts: dict[str, Any],
+    ) -> Located | None:
         site = locate_frame(self.store, frame, exception)
         if site is None:
             return None
         info = self.store.projects[site.project]
-        as_site = Site("", 0, site.project, site.file, site.function, exception, site.releases, ())
+        as_site = Site("", 0, site.project, site.file, site.function, kind, site.releases, ())
         version = facts.get(_version_fact(site.project))
         shipped = [r for i, r in enumerate(info.releases) if site.releases >> i & 1]
         release = str(version) if version else (shipped[-1] if shipped else "")
@@ -158,7 +236,7 @@ class Catalog:
             project=site.project,
             file=site.file,
             function=site.function,
-            kind=f"{exception} (traceback frame)",
+            kind=kind,
             releases=release_ranges(as_site, info),
             release=release,
             line=site.line,
@@ -176,7 +254,7 @@ class Catalog:
         """What `triage draft` proposes from the catalog entry of a line: a pattern from the
         template, the source link of every release's wording, and `applies_to` from its releases."""
         found = self.locate_text(line)
-        if found is None or found.source.kind.endswith("(traceback frame)"):
+        if found is None or by_frame(found.source.kind):
             return None
         src = found.source
         span = applies_to(self.store, line)
@@ -219,8 +297,20 @@ def open_catalog(path: Path | None = None) -> Catalog | None:
 def raised_by(source: SourceOut) -> str:
     """The one line text and Markdown show: 'raised by vllm 0.10.0-0.11.2, file, function'."""
     where = ", ".join(x for x in (source.file, source.function) if x)
-    verb = "printed" if severity_of(source.kind) == "warning" or "log" in source.kind else "raised"
+    verb = (
+        "printed"
+        if severity_of(source.kind, source.template) == "warning" or "log" in source.kind.lower()
+        else "raised"
+    )
     return f"{verb} by {source.project} {source.releases}, {where}"
+
+
+def by_frame(kind: str) -> bool:
+    """Located by a traceback frame (the frame's file and function), not by a template."""
+    return kind.endswith("(traceback frame)") or kind in FRAME_KINDS
+
+
+FRAME_KINDS = ("traceback frame", "traceback source line")
 
 
 def locate(
@@ -228,11 +318,13 @@ def locate(
     facts: dict[str, Any],
     first_rank: int,
     frames: Sequence[tuple[str, int, str]] = (),
+    exceptions: Sequence[tuple[str, int, str]] = (),
 ) -> tuple[list[Hypothesis], list[UnexplainedLine]]:
     """The stage: (located hypotheses, the lines that stay unrecognized). Opens the catalog only
     when there is a line to look up. `frames` are the traceback frame lines of the inputs
     ((stream, line, text), stream as `events.process_key`), for exception lines no template
-    explains."""
+    explains and for a traceback's own lines; `exceptions` the exception lines (same shape), for a
+    `raise X(` line whose exception line follows it."""
     if not loose:
         return [], []
     catalog = open_catalog()
@@ -248,6 +340,8 @@ def locate(
                 frames, process_key(item.line), item.line.number, text, facts
             )
         if found is None:
+            found = catalog.locate_traceback_line(item.line, frames, exceptions, facts)
+        if found is None:
             remaining.append(item)
             continue
         hypotheses.append(_hypothesis(found, item, first_rank + len(hypotheses)))
@@ -256,7 +350,9 @@ def locate(
 
 def _title(found: Located) -> str:
     src = found.source
-    if src.kind.endswith("(traceback frame)"):
+    if src.kind in FRAME_KINDS:
+        text = f"traceback through {src.file}, {src.function}"
+    elif by_frame(src.kind):
         text = f"{src.template} in {src.function}"
     else:
         text = src.template.replace(WILDCARD, "…")
@@ -266,8 +362,10 @@ def _title(found: Located) -> str:
 def _hypothesis(found: Located, item: UnexplainedLine, rank: int) -> Hypothesis:
     src = found.source
     how = (
-        "by the innermost traceback frame (a catalogued file)"
-        if src.kind.endswith("(traceback frame)")
+        "by the traceback frame it shows or follows (a catalogued file)"
+        if src.kind in FRAME_KINDS
+        else "by the innermost traceback frame (a catalogued file)"
+        if by_frame(src.kind)
         else f"by {len(src.template.replace(WILDCARD, ''))} literal characters of its template"
     )
     explain = [
@@ -281,7 +379,7 @@ def _hypothesis(found: Located, item: UnexplainedLine, rank: int) -> Hypothesis:
         signature=f"located:{src.project}:{src.file}:{src.function or '<module>'}",
         title=_title(found),
         layer=found.layer,
-        severity=severity_of(src.kind),
+        severity=severity_of(src.kind, src.template, item.line.level),
         status="uncurated",
         score=0.0,
         evidence=[

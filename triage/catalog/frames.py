@@ -1,7 +1,10 @@
-"""Locate an exception line by its traceback when no template explains it: a bare
-`AssertionError`, a `TypeError` of the runtime. The innermost frame before the line (same process
-stream) names file, line and function; the catalog confirms the file and says which releases
-ship it.
+"""Locate a line by its traceback when no template explains it.
+
+A bare exception line (`AssertionError`, a `TypeError` of the runtime) by the innermost frame
+before it in the same process stream; a traceback's own lines (an ERROR record of a cut traceback
+shows a frame, a source line or its `^^^^` markers as its first line) by the frame they show or
+follow. The frame names file, line and function; the catalog confirms the file and says which
+releases ship it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ _FRAME_RE = re.compile(
 )
 _EXCEPTION_RE = re.compile(r"(?:^|[\s:])(?P<cls>[A-Za-z_][\w.]*(?:Error|Exception))(?::|$)")
 MAX_DISTANCE = 200  # lines between the innermost frame and the exception line
+CODE_DISTANCE = 3  # a source line follows its frame line, its ^^^^ markers follow it
+_MARKERS = re.compile(r"^[\^~\s]+$")
+_RAISE = re.compile(r"^raise (?P<cls>[A-Za-z_][\w.]*)\(")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,43 @@ def innermost_frame(
     for key, line, text in frames:
         inside = key == stream and number - MAX_DISTANCE <= line < number
         if inside and (best is None or line > best[0]):
+            best = (line, text)
+    return _FRAME_RE.search(best[1]) if best else None
+
+
+def own_frame(text: str) -> re.Match[str] | None:
+    """The frame a traceback frame line shows (`File "...", line N, in f`)."""
+    return _FRAME_RE.search(text)
+
+
+def is_source_line(raw: str, message: str) -> bool:
+    """A traceback's source line (indented by four or more: its frame line is indented by two) or
+    its ^^^^ position markers."""
+    body = message.strip()
+    if not body or own_frame(body):
+        return False
+    if _MARKERS.fullmatch(body):
+        return "^" in body
+    at = raw.rfind(body)
+    return at >= 4 and raw[:at].endswith("    ")
+
+
+def raised_class(message: str) -> str | None:
+    """`raise ValueError(` -> "ValueError" (the class the next exception line names)."""
+    found = _RAISE.match(message.strip())
+    return found.group("cls").rsplit(".", 1)[-1] if found else None
+
+
+def frame_above(
+    frames: Sequence[tuple[str, int, str]], stream: str, bare: str, number: int
+) -> re.Match[str] | None:
+    """The frame line a source line belongs to: at most CODE_DISTANCE lines above it, in its own
+    stream or in a stream with no process prefix of the same input (an excerpt that begins in the
+    middle of a record loses the frame line's prefix: `bare`)."""
+    best: tuple[int, str] | None = None
+    for key, line, text in frames:
+        near = number - CODE_DISTANCE <= line < number
+        if near and key in (stream, bare) and (best is None or line > best[0]):
             best = (line, text)
     return _FRAME_RE.search(best[1]) if best else None
 

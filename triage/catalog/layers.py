@@ -38,6 +38,32 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
         "torchrun: how the job was launched",
     ),
     ("torch", r"", "engine", "tensor, CUDA and collective checks inside the engine's process"),
+    (
+        "torch-cpp",
+        r"^torch/csrc/distributed/c10d/(?:socket|TCPStore|Store|FileStore)",
+        "node",
+        "rendezvous and store sockets: reachability between hosts",
+    ),
+    (
+        "torch-cpp",
+        r"",
+        "engine",
+        "c10d, ProcessGroupNCCL, the CUDA allocator, ATen's checks: inside the engine's process",
+    ),
+    ("systemd", r"", "node", "the service manager and the network: the host"),
+    (
+        "pydantic-core",
+        r"",
+        "engine",
+        "config and argument validation (vLLM's configs are pydantic): what the engine was given",
+    ),
+    (
+        "cpython",
+        r"",
+        "engine",
+        "the Python runtime's own message: a fault of the code that ran (most often the "
+        "engine's; its traceback says whose)",
+    ),
     ("transformers", r"", "model", "config, tokenizer and weight reading of the checkpoint"),
     (
         "huggingface_hub",

@@ -10,7 +10,7 @@ the line (its exception class; a log record without one), then the newest releas
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from triage.catalog.store import WILDCARD, CatalogStore, ProjectInfo, Site
@@ -22,19 +22,23 @@ MIN_LITERAL = 12
 MIN_COVERAGE = 0.25  # share of the masked message (exception prefix removed) the literal must cover
 _SPACES = re.compile(r"\s+")
 # Messages of the Python runtime itself, which libraries repeat in their own raises: a line with
-# one is located by its traceback frame, never by a library's copy of the wording.
+# one is located in the runtime's own source (the catalog's `cpython`) or by its traceback frame,
+# never by a library's copy of the wording.
 RUNTIME_MESSAGES = re.compile(
     r"No module named |cannot import name |object has no attribute |not supported between "
     r"instances of |takes [0-9]+ positional argument|got an unexpected keyword argument|"
     r"index out of range|object is not subscriptable|object is not callable|"
-    r"unrecognized arguments: |the following arguments are required|: invalid choice: "
+    r"unrecognized arguments: |the following arguments are required|: invalid choice: |"
+    r"\bname '[^']*' is not defined"
 )
+RUNTIME_PROJECT = "cpython"
 _EXC_PREFIX = re.compile(r"^(?:[\w.]*(?:Error|Exception|Warning)|NCCL WARN|WARN|ERROR|WARNING):\s*")
 # the fact that holds each project's version, where the log can say it
 VERSION_FACTS = {
     "vllm": "vllm_version",
     "sglang": "sglang_version",
     "torch": "torch_version",
+    "torch-cpp": "torch_version",
     "nccl": "nccl_version",
     "open-gpu-kernel-modules": "driver_version",
 }
@@ -88,6 +92,8 @@ _LINE_CLASS = re.compile(
 _CLASS_KIND = re.compile(r"(?:[A-Z]\w*)?(?:Error|Exception|Warning)")
 # "misc/shmutils.cc:112" (NCCL), "[core.py:918]" (vLLM): the line names the file that printed it
 _FILE_HINT = re.compile(r"([\w./-]+\.(?:cc|cu|cpp|c|h|hpp|py|go|rs)):([0-9]+)")
+# "NVRM: _threadNodeCheckTimeout: ..." (the driver's NV_PRINTF prefixes its function's name)
+_FUNCTION_HINT = re.compile(r"\b([A-Za-z_]\w{5,}): ")
 
 
 def _starts_message(text: str, at: int) -> bool:
@@ -130,24 +136,26 @@ def prints_in(site: Site, info: ProjectInfo, version: str) -> bool | None:
 def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match | None:
     """The most specific site whose template matches this line, or None."""
     line = normalise_line(text)
-    if RUNTIME_MESSAGES.search(line):
-        return None
+    runtime = RUNTIME_MESSAGES.search(line) is not None
     # the share a template covers is taken of the masked message: a long path or number in the
     # log is one token, not a reason to distrust the template around it
     body = mask(_EXC_PREFIX.sub("", line))
     hints = [h.lstrip("./") for h, _ in _FILE_HINT.findall(line)]
+    functions = set(_FUNCTION_HINT.findall(line))
     found_class = _LINE_CLASS.search(line)
     line_class = found_class.group("cls") if found_class else None
     ranked: list[tuple[tuple[Any, ...], Match]] = []
     engine = facts.get("engine")
-    for site in store.candidates(line):
-        if site.literal < MIN_LITERAL:
+    for site in store.candidates(line, MIN_LITERAL):
+        if site.literal < MIN_LITERAL or (runtime and site.project != RUNTIME_PROJECT):
             continue
         if engine in ENGINES and site.project in ENGINES and site.project != engine:
             continue  # a vLLM log is not printed by SGLang's source, nor the other way round
         if literal_span(site.template, line) is None:
             continue
-        if site.literal < 40 and site.literal < MIN_COVERAGE * len(body):
+        # the line names the function that printed it: the template need not cover the rest
+        said = bool(functions) and site.function.rsplit(".", 1)[-1].split("::")[-1] in functions
+        if site.literal < 40 and site.literal < MIN_COVERAGE * len(body) and not said:
             continue
         if (
             site.literal < 40
@@ -162,7 +170,7 @@ def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match |
         version = facts.get(VERSION_FACTS.get(site.project, ""), "")
         in_version = prints_in(site, info, str(version)) if version else None
         newest = site.releases.bit_length()
-        named = any(site.file == h or site.file.endswith("/" + h) for h in hints)
+        named = said or any(site.file == h or site.file.endswith("/" + h) for h in hints)
         agrees = site.kind == line_class or (site.kind.startswith("logger.") and not line_class)
         key = (site.literal, named, in_version is True, agrees, newest)
         ranked.append((key, Match(site, info, in_version)))
@@ -172,7 +180,27 @@ def best_match(store: CatalogStore, text: str, facts: dict[str, Any]) -> Match |
     top_key = ranked[0][0]
     tied = [m for k, m in ranked if k == top_key]
     tied.sort(key=lambda m: (m.site.project, m.site.file, m.site.function, m.site.kind))
-    return tied[0]
+    first = tied[0]
+    # One template printed by several functions of one file (CPython's seven bytecode instructions
+    # that raise "name '...' is not defined"), nothing in the line telling them apart: name them
+    # all rather than pick one by its spelling.
+    same = sorted(
+        {
+            m.site.function
+            for m in tied
+            if (m.site.project, m.site.file, m.site.template)
+            == (first.site.project, first.site.file, first.site.template)
+        }
+    )
+    if len(same) > 1:
+        shown = same[:MAX_TIED_FUNCTIONS]
+        more = len(same) - len(shown)
+        names = ", ".join(shown) + (f" (+{more} more)" if more else "")
+        return replace(first, site=replace(first.site, function=names))
+    return first
+
+
+MAX_TIED_FUNCTIONS = 8
 
 
 def release_ranges(site: Site, info: ProjectInfo) -> str:

@@ -80,14 +80,17 @@ class CatalogStore:
         (n,) = self.conn.execute("SELECT count(*) FROM message").fetchone()
         return int(n)
 
-    def candidates(self, text: str) -> list[Site]:
-        """Every site whose template's anchor word is a word of this text."""
+    def candidates(self, text: str, min_literal: int = 0) -> list[Site]:
+        """Every site whose template's anchor word is a word of this text (and whose template has
+        at least `min_literal` literal characters: shorter ones never match, so never load them)."""
         words = sorted({w for w in _WORD_RE.findall(text) if len(w) >= 3})
         out: list[Site] = []
         for i in range(0, len(words), _MAX_PARAMS):
             chunk = words[i : i + _MAX_PARAMS]
             marks = ",".join("?" * len(chunk))
-            out.extend(self._sites(f"m.anchor IN ({marks})", chunk))
+            out.extend(
+                self._sites(f"m.anchor IN ({marks}) AND m.literal >= {int(min_literal)}", chunk)
+            )
         return out
 
     def sites_in(self, project: str, function: str) -> list[Site]:
@@ -97,7 +100,10 @@ class CatalogStore:
     def files_ending(self, suffixes: list[str]) -> tuple[str, str, int] | None:
         """(project, file, release mask) of the longest catalogued path among these suffixes of a
         path (a repository path may have a prefix the installed one lacks: SGLang's python/)."""
-        names = sorted({p for s in suffixes if "/" in s for p in (s, f"python/{s}")})[:_MAX_PARAMS]
+        # SGLang's and Triton's python/, CPython's Lib/ (a frame in /usr/lib/python3.12/json/...)
+        names = sorted(
+            {p for s in suffixes if "/" in s for p in (s, f"python/{s}", f"Lib/{s}")}
+        )[:_MAX_PARAMS]
         if not names:
             return None
         marks = ",".join("?" * len(names))
@@ -110,9 +116,9 @@ class CatalogStore:
 
     def _sites(self, where: str, params: list[str]) -> list[Site]:
         rows = self.conn.execute(
-            "SELECT m.template, m.literal, s.project, s.file, s.function, s.kind, s.releases, "
-            f"s.lines FROM message m JOIN site s ON s.message = m.id WHERE {where} "
-            "ORDER BY m.id, s.project, s.file, s.function, s.kind",
+            "SELECT m.template, m.literal, s.project, p.file, s.function, s.kind, s.releases, "
+            "s.lines FROM message m JOIN site s ON s.message = m.id JOIN path p ON p.id = s.path "
+            f"WHERE {where} ORDER BY m.id, s.project, p.file, s.function, s.kind",
             params,
         )
         return [

@@ -303,6 +303,9 @@ SWEEP_EXPLAINED: dict[tuple[str, str], str] = {
     "__dlpack__ (layout, conjugate bit): other causes, not rewordings",
     ("vllm-auto-tool-choice-needs-parser", "Error: --enable-"): "sibling checks of "
     "validate_parsed_serve_args for other flags (log outputs, reasoning parser)",
+    ("vllm-mm-limit-per-prompt-exceeded", "limit_mm_per_prompt is only supported"): "vLLM 0.5.5's "
+    "sibling check of _init_multimodal_config (the flag given for a text-only model): another "
+    "failure, not a rewording",
     ("vllm-max-model-len-exceeds-derived", "<*> To allow overriding this maximum"): "the leading "
     "placeholder is the 'User-specified max_model_len' text the decisive pattern matches",
     ("vllm-mistral-tokenizer-mode-mismatch", "Found <*> files matching the pattern"): "the pattern "
