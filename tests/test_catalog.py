@@ -201,6 +201,46 @@ def test_bare_assertion_located_by_its_traceback(
     assert src["kind"] == "AssertionError (traceback frame)" and src["releases"] == "0.10.0-0.11.2"
 
 
+def test_cut_traceback_located_by_its_innermost_frame(
+    fixture_catalog: Path, tmp_path: Path
+) -> None:
+    """A traceback cut before its exception line is located by the last frame that follows its
+    first line (where it was when the text stopped); the near miss: a cut traceback after a
+    failure a curated signature diagnosed is that failure's tail, not a finding of its own."""
+    engine = Engine(KnowledgeBase([]))
+    frames = (
+        '  File "/usr/lib/python3.12/site-packages/vllm/engine/llm_engine.py", line 3, in step\n'
+        "    out = self.scheduler.schedule()\n"
+        '  File "/usr/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", line 26, in unify\n'
+        "    assert len(specs) < 64\n"
+    )
+    report = engine.run([str(_write(tmp_path, "Traceback (most recent call last):\n" + frames))])
+    located = [h for h in report.hypotheses if h.basis == "located"]
+    assert len(located) == 1 and not report.unrecognized
+    src = located[0].source
+    assert src is not None
+    assert (src.file, src.function) == ("vllm/v1/core/kv_cache_utils.py", "unify")
+    assert src.kind == "traceback cut (innermost frame)"
+    assert located[0].evidence[0].line == 1
+
+
+def test_near_miss_cut_traceback_after_a_diagnosis_is_its_tail(
+    engine: Engine, tmp_path: Path
+) -> None:
+    oom = (ROOT / "corpus" / "engine" / "cuda-seed-e24-oom-load-draft-model.log").read_text()
+    cut = 'Traceback (most recent call last):\n  File "/x/y.py", line 3, in f\n'
+    report = engine.run([str(_write(tmp_path, oom + cut))])
+    assert report.hypotheses[0].signature == "cuda-oom-loading-draft-model"
+    assert not report.unrecognized
+    assert all(h.basis != "located" for h in report.hypotheses)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "log.txt"
+    path.write_text(text)
+    return path
+
+
 def test_text_and_markdown_show_the_source_in_one_line(
     engine: Engine, fixture_catalog: Path, tmp_path: Path
 ) -> None:

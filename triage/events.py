@@ -201,8 +201,13 @@ def unexplained(
     for tb in tracebacks:
         all_spans[tb.key].append((tb.start, tb.end or tb.start + 500))
     # tracebacks whose exception line is not in the input (an excerpt or a paste cut short): the
-    # traceback's first line is the only trace of the failure
-    cut = {(tb.input, tb.start) for tb in tracebacks if tb.exception is None}
+    # traceback's first line is the only trace of the failure, reported when nothing diagnosed a
+    # failure in that input (it says that something failed, not what)
+    cut = {
+        (tb.input, tb.start)
+        for tb in tracebacks
+        if tb.exception is None and tb.input not in first_failure
+    }
     for hit in sorted(salient, key=lambda h: (h.line.input, h.line.number)):
         line = hit.line
         if hit.signature == "traceback" and (line.input, line.number) not in cut:

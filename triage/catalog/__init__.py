@@ -18,6 +18,7 @@ from triage.catalog.frames import (
     FRAME_PATTERN,
     exception_class,
     frame_above,
+    innermost_after,
     innermost_frame,
     is_source_line,
     locate_frame,
@@ -68,6 +69,10 @@ _ERROR_TEXT = re.compile(
     re.I,
 )
 _ERROR_LEVELS = ("error", "err", "critical", "crit", "fatal", "alert", "emerg", "emergency")
+
+
+# The first line of a Python traceback (a cut one is located by its innermost frame).
+TRACEBACK_HEAD = "Traceback (most recent call last)"
 
 
 def severity_of(kind: str, template: str = "", line_level: str | None = None) -> str:
@@ -183,6 +188,12 @@ class Catalog:
         located by its template (the raise statement is that template's site)."""
         text = line.message or line.text or line.raw
         stream = process_key(line)
+        if TRACEBACK_HEAD in text:
+            # a traceback cut before its exception line: where it was when the text stopped
+            cut = innermost_after(frames, stream, f"{line.input}|-", line.number)
+            if cut is None:
+                return None
+            return self._at_frame(cut, "", "traceback cut (innermost frame)", text, facts)
         frame = own_frame(text)
         if frame is not None:
             return self._at_frame(frame, "", "traceback frame", text, facts)

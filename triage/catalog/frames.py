@@ -23,6 +23,7 @@ _FRAME_RE = re.compile(
 _EXCEPTION_RE = re.compile(r"(?:^|[\s:])(?P<cls>[A-Za-z_][\w.]*(?:Error|Exception))(?::|$)")
 MAX_DISTANCE = 200  # lines between the innermost frame and the exception line
 CODE_DISTANCE = 3  # a source line follows its frame line, its ^^^^ markers follow it
+CUT_FRAME_GAP = 6  # frame lines of one traceback: a frame, its source, markers, a chained note
 _MARKERS = re.compile(r"^[\^~\s]+$")
 _RAISE = re.compile(r"^raise (?P<cls>[A-Za-z_][\w.]*)\(")
 
@@ -52,6 +53,24 @@ def innermost_frame(
         if inside and (best is None or line > best[0]):
             best = (line, text)
     return _FRAME_RE.search(best[1]) if best else None
+
+
+def innermost_after(
+    frames: Sequence[tuple[str, int, str]], stream: str, bare: str, number: int
+) -> re.Match[str] | None:
+    """The innermost frame of the traceback that starts at line `number` (its 'Traceback (most
+    recent call last):' line): the last of the frame lines that follow it in its stream, each
+    within CUT_FRAME_GAP lines of the one before (a frame, its source line and ^^^^ markers)."""
+    following = sorted(
+        (line, text) for key, line, text in frames if key in (stream, bare) and line > number
+    )
+    last: tuple[int, str] | None = None
+    previous = number
+    for line, text in following:
+        if line - previous > CUT_FRAME_GAP:
+            break
+        last, previous = (line, text), line
+    return _FRAME_RE.search(last[1]) if last else None
 
 
 def own_frame(text: str) -> re.Match[str] | None:
