@@ -43,3 +43,22 @@ def test_variant_without_evidence_of_its_own_is_an_issue(tmp_path: Path) -> None
     # the variant's supporting patterns turned into decisive-only text: nothing tells it apart
     messages = _kb(tmp_path, "role: supporting=>role: decisive")
     assert any("needs a supporting pattern of its own" in m for m in messages)
+
+
+def test_capture_named_like_a_secret_is_an_issue(tmp_path: Path) -> None:
+    """A capture called `load_key` would be redacted from every report by its name (the model
+    pack's first version of torch-checkpoint-archive-corrupt); `first_byte` passes."""
+    from triage.kb.lint import check_capture_names
+    from triage.kb.load import load_signature_file
+
+    source = SIGNATURES / "model" / "torch-checkpoint-archive-corrupt.yaml"
+    good, _ = load_signature_file(source)
+    assert good is not None and check_capture_names(good, str(source)) == []
+    bad_file = tmp_path / "model" / source.name
+    bad_file.parent.mkdir()
+    bad_file.write_text(source.read_text().replace("first_byte", "load_key"))
+    bad, _ = load_signature_file(bad_file)
+    assert bad is not None
+    assert [i.message for i in check_capture_names(bad, str(bad_file))] == [
+        "capture name 'load_key' reads as a secret's and is redacted from reports"
+    ]

@@ -337,8 +337,26 @@ def check_version_sweep(result: LoadResult) -> list[Issue]:
     return issues
 
 
+def check_capture_names(sig: Signature, path: str) -> list[Issue]:
+    """A capture whose name reads as a credential's (`load_key`, `mlir_pass`) is redacted from
+    every report by its name, so the value it captures is never shown: name it for what it is."""
+    from triage.redact import is_secret_name
+
+    names = {
+        name
+        for _, pattern in _all_patterns(sig)
+        for name in regex.findall(r"\(\?P<(\w+)>", pattern)
+        if is_secret_name(name)
+    }
+    return [
+        Issue(path, "match", f"capture name {name!r} reads as a secret's and is redacted from reports")
+        for name in sorted(names)
+    ]
+
+
 PER_SIGNATURE_RULES: tuple[Callable[[Signature, str], list[Issue]], ...] = (
     check_syntax,
+    check_capture_names,
     check_examples,
     check_generic,
     check_frequent_benign,
