@@ -348,7 +348,9 @@ def _url_password(m: re.Match[str]) -> tuple[int, int] | None:
     if (
         start + len(window) == len(text)
         and not _PORT.match(window)
-        and "/" not in window  # `host:port/v1/models`: a path after a port name, not a password
+        # `host:port/v1/models`: a path after a word (a port's name) is not a password; a
+        # generated one may hold a `/` (`98hjE4aY/PR79J`), and its head looks generated
+        and ("/" not in window or _mixed(window.split("/", 1)[0]))
         and _value_ok(window)
     ):
         return start, len(text)  # the text was cut before the '@' (evidence cut at a length)
