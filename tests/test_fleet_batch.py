@@ -221,7 +221,7 @@ def test_history_import_feeds_history_and_unknown(
     again = _triage("history", "import", str(out / "rows.jsonl"), "--db", db)
     assert f"imported 0 runs into {db}, {len(rows)} already there" in again.stdout
 
-    listed = json.loads(_triage("history", "--db", db, "-n", "1000", "-f", "json").stdout)
+    listed = json.loads(_triage("history", "--db", db, "-n", "100000", "-f", "json").stdout)
     assert len(listed) == len(rows)
     by_path = {r["path"]: r for r in rows}
     for run in listed:
@@ -235,7 +235,7 @@ def test_history_import_feeds_history_and_unknown(
         assert run["host"] == Path(row["path"]).parent.name
         assert run["ts"] == pytest.approx(row["mtime"])
 
-    clusters = json.loads(_triage("unknown", "--db", db, "-n", "1000", "-f", "json").stdout)
+    clusters = json.loads(_triage("unknown", "--db", db, "-n", "100000", "-f", "json").stdout)
     located_evidence = [
         h["evidence"][0]
         for r in rows

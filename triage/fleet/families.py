@@ -80,6 +80,13 @@ FAMILIES: tuple[Family, ...] = (
         _any("driver", "nvml", "kernel-module", "container-runtime", "device-plugin"),
         "-10min",
     ),
+    Family(
+        "accelerator-fault",
+        "AcceleratorFaultProblem",
+        "hangs, resets and memory faults of AMD and Intel GPUs (amdgpu, ROCm, Level Zero)",
+        (*_any("amdgpu", "gpu-hang"), frozenset({"xpu", "gpu-reset"})),
+        "-10min",
+    ),
 )
 
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
@@ -134,6 +141,42 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         "systemd-start-limit-hit",
         "too-many-open-files",
         "wheel-filename-rewritten-invalid",
+        # the sixth session's packs: set-up of the service, the scheduler, the container, the
+        # transport or the workload on a node, not the node's health
+        "amdgpu-kfd-asic-not-supported",
+        "amdsmi-library-error",
+        "cache-dir-permission-denied",
+        "disk-quota-exceeded",
+        "enroot-user-namespace-denied",
+        "gaudi-device-acquire-failed",
+        "gpu-reset-refused-device-in-use",
+        "gpu-topology-no-direct-path",
+        "mig-gpu-instance-insufficient-resources",
+        "mooncake-memory-registration-failed",
+        "nccl-ibverbs-unavailable-socket-fallback",
+        "nccl-socket-loopback-interface",
+        "nccl-socket-virtual-interface",
+        "nixl-ucx-connection-lost",
+        "nvshmem-init-failed",
+        "ollama-model-exceeds-system-memory",
+        "ollama-no-compatible-gpu-discovered",
+        "ray-worker-register-raylet-failed",
+        "rccl-p2p-ipc-handle-failed",
+        "rocm-hsa-init-out-of-resources",
+        "rocm-kfd-open-failed",
+        "rocm-no-hip-gpus-available",
+        "slurm-gpu-request-unsatisfiable",
+        "slurm-gres-config-error",
+        "slurm-job-time-limit-reached",
+        "slurm-mig-enabled-no-mig-devices",
+        "systemd-environment-file-missing",
+        "systemd-exec-directory-setup-failed",
+        "systemd-exec-spawn-failed",
+        "systemd-namespace-setup-failed",
+        "systemd-stdout-setup-failed",
+        "systemd-unit-user-missing",
+        "systemd-working-directory-missing",
+        "tpu-device-open-failed",
     }
 )
 
