@@ -150,3 +150,21 @@ def test_webhook_infinite_issue_number_is_a_reason_not_a_crash() -> None:
         '{"action": "opened", "issue": {"number": 1e999}, "repository": {"full_name": "o/r"}}'
     )
     assert job_from_event("issues", payload) == "bad issue number"
+
+
+@pytest.mark.parametrize("max_line", [1, 2, 3])
+def test_line_cap_below_two_bytes_keeps_no_more_than_the_cap(max_line: int) -> None:
+    """Found by fuzz_reader: with a cap of one byte the tail slice `data[-0:]` kept the whole
+    line. A cut line keeps at most the cap (its head and tail halves) besides the marker."""
+    import io
+    import re
+
+    from triage.read import Source, iter_segments
+
+    marker = re.compile(rb" \[triage: \d+ bytes of this \d+-byte line not read\] ")
+    body = b"\x02\x0b" + b"abcdefgh"
+    source = Source(name="cut")
+    segs = list(iter_segments(io.BytesIO(body), source, 1, max_line=max_line))
+    out = b"".join(bytes(s.data) for s in segs)
+    assert marker.search(out)
+    assert len(marker.sub(b"", out).rstrip(b"\n")) <= max_line

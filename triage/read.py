@@ -501,20 +501,28 @@ class ByteStream(Protocol):
     def read(self, size: int, /) -> bytes: ...
 
 
+def _last(data: bytes, n: int) -> bytes:
+    """The last n bytes (none for n == 0, where `data[-0:]` would be all of them: a cap of one
+    byte keeps no tail)."""
+    return data[-n:] if n > 0 else b""
+
+
 class _LongLine:
     """A line over the cap, while it is read: its head, and its last bytes so far (its tail)."""
 
     def __init__(self, first: bytes, max_line: int) -> None:
         self.half = max_line // 2
         self.head = first[: self.half]
-        self.tail = first[self.half :][-self.half :]
+        self.tail = _last(first[self.half :], self.half)
         self.total = len(first)
         self.cr_pending = False  # the bytes so far end on a CR: a LF may follow in the next read
 
     def add(self, data: bytes) -> None:
         self.total += len(data)
         self.tail = (
-            data[-self.half :] if len(data) >= self.half else (self.tail + data)[-self.half :]
+            _last(data, self.half)
+            if len(data) >= self.half
+            else _last(self.tail + data, self.half)
         )
 
     def close(self, line_break: bytes) -> bytes:
