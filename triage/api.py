@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from triage.events import (
     SALIENT_PATTERNS,
+    TRACEBACK_HEAD,
     UnexplainedLine,
     group_tracebacks,
     process_key,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from triage.kb.records import Signature
 
 FORMAT_SAMPLE_LINES = 200
-TRACEBACK_HEAD = "Traceback (most recent call last)"
 # Traceback frame lines: the message catalog locates a bare exception line by its innermost frame.
 # (The pattern is a literal of triage.catalog.frames, repeated so a run imports that package only
 # when a line needs locating; a test keeps the two equal.)

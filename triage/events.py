@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from triage.models import Hit, Line
 from triage.textutil import mask
 
+# The first line of a Python traceback (its pattern below is the `traceback` class); a traceback
+# cut before its exception line is reported and located by this line.
+TRACEBACK_HEAD = "Traceback (most recent call last)"
+
 SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # keep-sorted start
     # container runtime and Kubernetes failure states

@@ -37,7 +37,7 @@ from triage.catalog.lookup import (
 )
 from triage.catalog.store import WILDCARD, CatalogStore, Site, catalog_path, open_store
 from triage.catalog.sweep import SweepMiss, applies_to, sweep_signature, template_pattern
-from triage.events import UnexplainedLine, process_key
+from triage.events import TRACEBACK_HEAD, UnexplainedLine, process_key
 from triage.models import EvidenceOut, Hypothesis, Line, SourceOut
 
 __all__ = [
@@ -70,9 +70,6 @@ _ERROR_TEXT = re.compile(
 )
 _ERROR_LEVELS = ("error", "err", "critical", "crit", "fatal", "alert", "emerg", "emergency")
 
-
-# The first line of a Python traceback (a cut one is located by its innermost frame).
-TRACEBACK_HEAD = "Traceback (most recent call last)"
 
 
 def severity_of(kind: str, template: str = "", line_level: str | None = None) -> str:
