@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from triage.confirm_cache import MAX_CACHED_LINE, ConfirmCache, confirm_text
 from triage.frame import frame_line
@@ -452,23 +452,12 @@ class LineMemo:
         return memo
 
     def line(self, memo: LineOutcomes, input_name: str, number: int) -> Line:
-        """A framed Line for this copy of the line: framed once per distinct line, the framing
-        fields copied to every later copy."""
-        framed = memo.framed
-        line = Line(input_name, number, memo.raw, memo.text)
-        if framed is None:
-            memo.framed = frame_line(line)
-            return line
-        line.message = framed.message
-        line.process = framed.process
-        line.pid = framed.pid
-        line.level = framed.level
-        line.timestamp = framed.timestamp
-        line.host = framed.host
-        line.unit = framed.unit
-        line.wrappers = framed.wrappers
-        line.repeated = framed.repeated
-        return line
+        """A framed Line for this copy of the line: framed once per distinct line, each copy a
+        new Line with its own input and number (callers renumber and trim hits' lines in
+        place: the memo's template is never handed out)."""
+        if memo.framed is None:
+            memo.framed = frame_line(Line(input_name, number, memo.raw, memo.text))
+        return replace(memo.framed, input=input_name, number=number)
 
 
 def locate(
