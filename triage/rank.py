@@ -619,12 +619,7 @@ def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
             places = {scope.launch(h) for s in claimed for h in s.decisive}
             keep = [h for h in cand.supporting if scope.launch(h) in places]
             if cand.sig.window:
-                lines = [(h.line.input, h.line.number) for s in claimed for h in s.decisive]
-                keep = [
-                    h
-                    for h in keep
-                    if any(i == h.line.input and abs(n - h.line.number) <= near for i, n in lines)
-                ]
+                keep = _within_window(keep, [h for c in claimed for h in c.decisive], near)
         elif not any_cause:
             keep = [
                 h
