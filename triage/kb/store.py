@@ -34,7 +34,7 @@ from triage.kb.paths import (
     content_hash,
     default_signature_dir,
     require_signature_dir,
-    signature_files,
+    stat_key,
 )
 from triage.kb.records import Signature as SignatureRecord
 from triage.kb.records import SignatureCore, core_dict
@@ -75,24 +75,6 @@ def default_db_path(root: Path | None = None) -> Path:
     root = (root or default_signature_dir()).resolve()
     tag = hashlib.sha256(str(root).encode("utf-8", "surrogateescape")).hexdigest()[:12]
     return cache_dir() / f"kb-{tag}.db"
-
-
-def stat_key(root: Path) -> str:
-    """A cheap digest of every signature file's name, size, inode and mtime.
-
-    When it matches the one stored at build time the content hash is not recomputed (no file is
-    read); when it differs the content hash decides, so a `touch` or a checkout never forces a
-    rebuild on its own.
-    """
-    digest = hashlib.sha256()
-    for path in signature_files(root):
-        st = path.stat()
-        digest.update(
-            f"{path.relative_to(root)}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0".encode(
-                "utf-8", "surrogateescape"
-            )
-        )
-    return digest.hexdigest()
 
 
 @dataclass
