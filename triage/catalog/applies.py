@@ -128,7 +128,7 @@ class Derived:
         if self.introduced:
             parts.append(
                 f"first seen in catalogued {self.printing[0]}; catalogued {self.before()} does not "
-                f"print it, so it is introduced just after {self.before()} (the releases between "
+                f"print it, so the range starts just after {self.before()} (the releases between "
                 "are not catalogued)"
             )
         elif self.bound and not self.absent_before:
@@ -139,7 +139,7 @@ class Derived:
         if self.fixed:
             parts.append(
                 f"last seen in catalogued {self.printing[-1]}; catalogued {self.fixed} does not "
-                "print it, so it is fixed there (the releases between are not catalogued)"
+                "print it, so the range ends there (the releases between are not catalogued)"
             )
         elif self.bound and not self.absent_after and self.after():
             parts.append(
