@@ -12,7 +12,6 @@ message and ends (`fixed`, exclusive) at the first catalogued one after the last
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import re
 from collections.abc import Sequence
@@ -37,6 +36,7 @@ COMPONENT_OF = {
     "cpython": "python",
 }
 _SCAN_FILLERS = ("1", "abc", "'a'")  # one placeholder filling per scan of a whole project
+_HOLE = "\x00"  # a placeholder in the joined lines of a project (no template holds a NUL)
 SCAN_TIMEOUT_S = 5.0
 
 
@@ -178,17 +178,14 @@ def _runs(chosen: Sequence[str], releases: Sequence[str]) -> str:
 class ProjectText:
     """Every template of one project filled in with one value, one line each, to scan at once."""
 
-    def __init__(self, sites: Sequence[Site], filler: str) -> None:
+    def __init__(self, sites: Sequence[Site], text: str) -> None:
         self.sites = sites
-        self.starts: list[int] = []
-        parts: list[str] = []
-        pos = 0
-        for site in sites:
-            line = _filled(site, filler) + "\n"
-            self.starts.append(pos)
-            parts.append(line)
-            pos += len(line)
-        self.text = "".join(parts)
+        self.text = text
+
+    @staticmethod
+    def template_lines(sites: Sequence[Site]) -> str:
+        """The project's lines with each placeholder a NUL, to be filled by one `str.replace`."""
+        return "".join(_filled(site, _HOLE) + "\n" for site in sites)
 
     def fired(self, compiled: Any) -> set[int]:
         """Indexes of the sites whose filled template the pattern fires on (a match that crossed
@@ -199,10 +196,9 @@ class ProjectText:
             return set()
         out: set[int] = set()
         for m in matches:
-            i = bisect.bisect_right(self.starts, m.start()) - 1
-            end = self.starts[i + 1] if i + 1 < len(self.starts) else len(self.text)
-            if m.end() <= end:
-                out.add(i)
+            end = self.text.find("\n", m.start())
+            if end < 0 or m.end() <= end:  # the line of its start is the site's (one per line)
+                out.add(self.text.count("\n", 0, m.start()))
         return out
 
 
@@ -255,15 +251,18 @@ class Deriver:
     def __init__(self, store: CatalogStore) -> None:
         self.store = store
         self._sites: dict[str, list[Site]] = {}
+        self._lines: dict[str, str] = {}
         self._texts: dict[tuple[str, str], ProjectText] = {}
 
     def project_text(self, project: str, filler: str) -> ProjectText:
         if project not in self._sites:
-            self._sites[project] = self.store.sites_of(project)
+            sites = [x for x in self.store.sites_of(project) if "\n" not in x.template]
+            self._sites[project] = sites
+            self._lines[project] = ProjectText.template_lines(sites)
         key = (project, filler)
         if key in self._texts:
             return self._texts[key]
-        text = ProjectText(self._sites[project], filler)
+        text = ProjectText(self._sites[project], self._lines[project].replace(_HOLE, filler))
         if filler in _SCAN_FILLERS:
             self._texts[key] = text
         return text
