@@ -212,6 +212,31 @@ def test_lint_flags_a_range_that_excludes_a_release_printing_the_message(
     assert check_catalog_applies(load_signatures(tmp_path / "good")) == []
 
 
+def test_write_fills_a_bound_range_once_and_never_a_hand_written_one(
+    fixture_catalog: Path, tmp_path: Path
+) -> None:
+    from triage.kb.applies import derive_all, fill
+    from triage.kb.load import load_signatures
+
+    _write_signature(tmp_path / "sigs", '{introduced: "0.11.0"}')
+    path = tmp_path / "sigs" / "model" / "unknown-architecture-x.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(
+        text.replace('applies_to:\n  versions:\n    vllm: {introduced: "0.11.0"}\n', "")
+    )
+    rows = derive_all(load_signatures(tmp_path / "sigs"))
+    assert rows is not None and fill(rows) == [path]
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))["applies_to"]
+    assert data["versions"] == {"vllm": {"introduced": "0.10.0.post1"}}
+    assert "catalogued 0.10.0 does not print it" in data["note"]
+    again = derive_all(load_signatures(tmp_path / "sigs"))
+    assert again is not None and fill(again) == []  # written once
+    # near miss: the hand-written range of the same component stays as it was
+    _write_signature(tmp_path / "hand", '{introduced: "0.11.0"}')
+    hand = derive_all(load_signatures(tmp_path / "hand"))
+    assert hand is not None and [r.write for r in hand] == [{}] and fill(hand) == []
+
+
 @pytest.mark.skipif(not DATA_FILE.is_file(), reason="no catalog shipped")
 def test_shipped_catalog_dates_the_v1_fallback_check() -> None:
     """Real data: vLLM's _raise_or_fallback prints 'VLLM_USE_V1=1 is not supported with' in the
