@@ -253,3 +253,18 @@ def test_shipped_catalog_dates_the_v1_fallback_check() -> None:
     old = {"vllm": VersionRange(introduced="0.8.0", fixed="0.10.0")}
     assert contradicts(d, old) and "0.10.2, 0.11.0" in contradicts(d, old)[0]
     assert contradicts(d, dict(sig.applies_to.versions)) == []
+
+
+def test_draft_proposes_the_same_range(fixture_catalog: Path) -> None:
+    from triage.history.draft import catalog_proposal
+
+    out = catalog_proposal([ARCHITECTURE])
+    assert out is not None
+    assert out[out.index("    vllm:") + 1] == "      introduced: '0.10.0.post1'"
+    # near miss: a message every catalogued release prints proposes no range
+    socket = (
+        "host:1:2 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote "
+        "peer h<1>"
+    )
+    out = catalog_proposal([socket])
+    assert out is not None and "applies_to:" not in out

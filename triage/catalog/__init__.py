@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.catalog.applies import COMPONENT_OF, Derived, Deriver, component_ranges
+from triage.catalog.applies import (
+    COMPONENT_OF,
+    Derived,
+    Deriver,
+    component_ranges,
+    just_after,
+)
 from triage.catalog.frames import (
     FRAME_PATTERN,
     exception_class,
@@ -54,6 +60,7 @@ __all__ = [
     "SweepMiss",
     "catalog_path",
     "component_ranges",
+    "just_after",
     "layer_of",
     "locate",
     "open_catalog",
