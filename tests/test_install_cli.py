@@ -100,6 +100,7 @@ def _commands(tmp_path: Path) -> dict[str, list[str]]:
         "kb stats": ["kb", "stats"],
         "kb search": ["kb", "search", "cache blocks"],
         "kb export-patterns": ["kb", "export-patterns"],
+        "kb applies": ["kb", "applies", "--only", "engine-core-init-failed"],
         "lint": ["lint", str(launch)],
         "--version": ["--version"],
     }

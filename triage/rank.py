@@ -161,7 +161,9 @@ class Candidate:
         self.terms.append(f"{value:+.2f} {why}")
 
 
-def _in_range(version: str, rng: VersionRange) -> bool | None:
+def version_in_range(version: str, rng: VersionRange) -> bool | None:
+    """Is this version inside the range (None: not a version)? `kb applies` and `kb lint` test
+    the catalog's releases with it, so they agree with the score."""
     v = parse_version(version)
     if v is None:
         return None
@@ -177,7 +179,7 @@ def applicability(sig: Signature, facts: dict[str, Any]) -> str | None:
     for component, rng in sig.applies_to.versions.items():
         fact = _FACT_FOR_COMPONENT.get(component)
         value = facts.get(fact) if fact else None
-        if isinstance(value, str) and _in_range(value, rng) is False:
+        if isinstance(value, str) and version_in_range(value, rng) is False:
             bounds = ", ".join(f"{k} {v}" for k, v in asdict(rng).items() if v is not None)
             return f"{component} {value} is outside the affected range ({bounds})"
     gpu = facts.get("gpu")

@@ -2,8 +2,9 @@
 
 The facade (`triage.api`) calls `locate` as the stage after events: every salient line that no
 curated signature explains is looked up; a located one becomes a hypothesis with basis "located"
-(below every curated one), the rest stay unrecognized. `kb lint` (version sweep) and `triage draft`
-(a proposed pattern) use `open_catalog` and `Catalog`. Nothing outside imports the modules below.
+(below every curated one), the rest stay unrecognized. `kb lint` (version sweep, applies_to
+check), `kb applies` (release ranges) and `triage draft` (a proposed pattern) use `open_catalog`
+and `Catalog`. Nothing outside imports the modules below.
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triage.catalog.applies import (
+    COMPONENT_OF,
+    Derived,
+    Deriver,
+    component_ranges,
+    just_after,
+)
 from triage.catalog.frames import (
     FRAME_PATTERN,
     exception_class,
@@ -41,14 +49,18 @@ from triage.events import TRACEBACK_HEAD, UnexplainedLine, process_key
 from triage.models import EvidenceOut, Hypothesis, Line, SourceOut
 
 __all__ = [
+    "COMPONENT_OF",
     "FRAME_PATTERN",
     "LAYER_RULES",
     "WILDCARD",
     "Catalog",
+    "Derived",
     "Located",
     "Proposal",
     "SweepMiss",
     "catalog_path",
+    "component_ranges",
+    "just_after",
     "layer_of",
     "locate",
     "open_catalog",
@@ -69,7 +81,6 @@ _ERROR_TEXT = re.compile(
     re.I,
 )
 _ERROR_LEVELS = ("error", "err", "critical", "crit", "fatal", "alert", "emerg", "emergency")
-
 
 
 def severity_of(kind: str, template: str = "", line_level: str | None = None) -> str:
@@ -115,6 +126,7 @@ class Catalog:
 
     def __init__(self, store: CatalogStore) -> None:
         self.store = store
+        self._deriver: Deriver | None = None
 
     @property
     def path(self) -> Path:
@@ -257,6 +269,13 @@ class Catalog:
     def sweep(self, sig: Any, examples: Sequence[str]) -> list[SweepMiss]:
         """The version sweep of one signature (see `triage.catalog.sweep`)."""
         return sweep_signature(self.store, sig, examples)
+
+    def derive_applies(self, sig: Any, examples: Sequence[str]) -> list[Derived]:
+        """The catalogued releases printing the signature's message, per project (see
+        `triage.catalog.applies`)."""
+        if self._deriver is None:
+            self._deriver = Deriver(self.store)
+        return self._deriver.derive(sig, examples)
 
     def proposal(self, line: str) -> Proposal | None:
         """What `triage draft` proposes from the catalog entry of a line: a pattern from the

@@ -53,8 +53,16 @@ def normalise_line(text: str) -> str:
 
 def literal_span(template: str, text: str) -> tuple[int, int] | None:
     """(start, end) of the template in text, or None: literal pieces in order, bounded gaps."""
+    spans = piece_spans(template, text)
+    return (spans[0][0], spans[-1][1]) if spans else None
+
+
+def piece_spans(template: str, text: str) -> list[tuple[int, int]] | None:
+    """(start, end) of each literal piece of the template in text, in order, or None when the
+    template does not match (see `literal_span`); the text between them is what filled the
+    placeholders."""
     pieces = template.split(WILDCARD)
-    start = end = -1
+    spans: list[tuple[int, int]] = []
     pos = 0
     for i, piece in enumerate(pieces):
         piece = piece.strip() if (i > 0 and i < len(pieces) - 1) else piece
@@ -65,24 +73,23 @@ def literal_span(template: str, text: str) -> tuple[int, int] | None:
         if not piece:
             continue
         at = text.find(piece, pos)
-        if start < 0 and pieces[0].strip():
+        if not spans and pieces[0].strip():
             # a template that begins with text begins a message: after an exception class, a
             # logger header, NCCL's WARN, a driver prefix (the first such occurrence)
             while at >= 0 and not _starts_message(text, at):
                 at = text.find(piece, at + 1)
         if at < 0:
             return None
-        if start >= 0 and at - pos > MAX_GAP:
+        if spans and at - pos > MAX_GAP:
             return None
-        if start < 0:
-            start = at
         pos = at + len(piece)
-        end = pos
-    if start < 0:
+        spans.append((at, pos))
+    if not spans:
         return None
+    end = spans[-1][1]
     if pieces[-1].strip() and end < len(text) and text[end].isalnum() and text[end - 1].isalnum():
         return None  # the template ends inside a word of the line
-    return start, end
+    return spans
 
 
 _MESSAGE_START = re.compile(r"(?:^|[:\]>)|*,-]|\bWARN|\bNVRM)\s*$")

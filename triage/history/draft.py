@@ -169,7 +169,7 @@ def draft_cluster(
 def catalog_proposal(lines: Sequence[str]) -> list[str] | None:
     """[pattern, YAML lines for references and applies_to] from the message catalog's entry of the
     first line it locates, or None (no catalog, or no line located)."""
-    from triage.catalog import open_catalog
+    from triage.catalog import COMPONENT_OF, just_after, open_catalog
     from triage.kb.schema import COMPONENTS
 
     catalog = open_catalog()
@@ -183,17 +183,24 @@ def catalog_proposal(lines: Sequence[str]) -> list[str] | None:
         where = ", ".join(x for x in (src.file, src.function) if x)
         out = [prop.pattern, f"# catalog: {src.kind} of {src.project} {src.releases}, {where}"]
         out += ["references:"] + [f"  - {yaml_str(r)}" for r in prop.references]
-        component = {"open-gpu-kernel-modules": "driver"}.get(prop.project, prop.project)
-        if component in COMPONENTS and prop.first:
+        component = COMPONENT_OF.get(prop.project)
+        releases = catalog.releases(prop.project)
+        rng = {}
+        if prop.first and prop.first in releases and prop.first != releases[0]:
+            # the release before the first that prints it does not: the range starts just
+            # after it (the releases between are not catalogued), as `kb applies` sets it
+            rng["introduced"] = just_after(releases[releases.index(prop.first) - 1])
+        if prop.last and prop.last in releases and not prop.newest:
+            rng["fixed"] = releases[releases.index(prop.last) + 1]
+        if component in COMPONENTS and rng:
             out += ["applies_to:", "  versions:", f"    {component}:"]
-            out.append(f"      introduced: {yaml_str(prop.first)}")
-            if not prop.newest:
-                out.append(f"      last_affected: {yaml_str(prop.last)}")
+            out += [f"      {key}: {yaml_str(value)}" for key, value in rng.items()]
             out.append(
                 "  note: "
                 + yaml_str(
-                    f"from the message catalog: catalogued {prop.project} "
-                    f"releases {src.releases} print it (older ones may too)"
+                    f"from the message catalog: catalogued {prop.project} releases "
+                    f"{src.releases} print it (the releases between catalogued ones are unknown; "
+                    "check the range with `triage kb applies`)"
                 )
             )
         return out

@@ -33,6 +33,48 @@ def kb_lint(
     raise typer.Exit(EXIT_FAILURE if issues else EXIT_OK)
 
 
+@kb_app.command("applies")
+def kb_applies(
+    root: Annotated[Path | None, typer.Argument(help="Signature directory")] = None,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="Fill applies_to.versions where the message is release-bound and no range is "
+            "hand-written (the YAML text is edited in place)",
+        ),
+    ] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Only this signature id (repeatable)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text")] = False,
+    derive: Annotated[
+        bool, typer.Option("--derive", help="Print the derivation (the default without --write)")
+    ] = True,
+) -> None:
+    """Derive each signature's release ranges from the message catalog: per catalogued project,
+    the releases that print its example lines' message, whether it is release-bound, and the
+    VersionRange proposed (from catalogued releases only)."""
+    from triage.kb.applies import derive_all, fill, format_rows, rows_json
+    from triage.kb.load import load_signatures
+
+    result = load_signatures(root)
+    rows = derive_all(result, only or ())
+    if rows is None:
+        typer.echo(
+            "triage: no message catalog is shipped (or $TRIAGE_CATALOG is unreadable)", err=True
+        )
+        raise typer.Exit(EXIT_USAGE)
+    if derive:
+        typer.echo(rows_json(rows) if as_json else "\n".join(format_rows(rows)))
+    if write:
+        changed = fill(rows)
+        for path in changed:
+            typer.echo(f"wrote {path}", err=True)
+        typer.echo(f"{len(changed)} file(s) written", err=True)
+    raise typer.Exit(EXIT_OK)
+
+
 @kb_app.command("eval")
 def kb_eval(
     corpus: Annotated[Path, typer.Argument(help="Corpus directory")] = Path("corpus"),

@@ -4,7 +4,8 @@ Rules: schema and load errors; regex syntax in the portable subset (no look-arou
 or line anchors, so every scanning engine accepts it); bounded time on adversarial input; examples
 that must and must not fire; no decisive pattern that fires alone on generic text; no two
 signatures firing on the same example line without an `explains`, `not` or `related` relation;
-the version sweep: every catalogued release's wording of a signature's message fires it.
+the version sweep: every catalogued release's wording of a signature's message fires it; no
+written release range excludes a catalogued release that prints the signature's message.
 """
 
 from __future__ import annotations
@@ -340,6 +341,36 @@ def check_version_sweep(result: LoadResult) -> list[Issue]:
     return issues
 
 
+# Catalog contradictions of a written applies_to range that are right as they are, each with why:
+# (signature id, component) -> reason. (docs/catalog.md lists them too.)
+APPLIES_EXPLAINED: dict[tuple[str, str], str] = {}
+
+
+def check_catalog_applies(result: LoadResult) -> list[Issue]:
+    """Every written `applies_to.versions` range against the message catalog: a catalogued release
+    that prints the signature's message (its example lines, located; see
+    `triage.catalog.applies`) must be inside the range, else a log of that release that prints it
+    is scored as out of range. Skipped when no catalog is shipped."""
+    from triage.catalog import COMPONENT_OF
+    from triage.kb.applies import contradicts, derive_all
+
+    components = set(COMPONENT_OF.values())
+    ranged = [s.id for s in result.signatures if components & set(s.applies_to.versions)]
+    rows = derive_all(result, ranged) if ranged else []
+    if rows is None:
+        return []
+    issues: list[Issue] = []
+    for row in rows:
+        for d in row.derived:
+            if (row.signature, d.component or "") in APPLIES_EXPLAINED:
+                continue
+            issues.extend(
+                Issue(str(row.path), "applies_to.versions", f"the message catalog: {c}")
+                for c in contradicts(d, row.hand)
+            )
+    return issues
+
+
 def check_capture_names(sig: Signature, path: str) -> list[Issue]:
     """A capture whose name reads as a credential's (`load_key`, `mlir_pass`) is redacted from
     every report by its name, so the value it captures is never shown: name it for what it is."""
@@ -381,6 +412,7 @@ def lint(root: Path | None = None, *, timing: bool = True) -> list[Issue]:
     issues.extend(check_overlaps(result))
     issues.extend(check_shared_decisive(result))
     issues.extend(check_version_sweep(result))
+    issues.extend(check_catalog_applies(result))
     return issues
 
 
