@@ -7,7 +7,7 @@ read -> (scan + locate + frame + confirm) -> facts + snapshots -> events -> rank
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -89,7 +89,7 @@ class Engine:
         self.kb = kb
         self.options = options or RunOptions()
         facts = FACT_PATTERNS + SNAPSHOT_PATTERNS + ((STATS_PATTERN,) if self.options.stats else ())
-        self.table = build_table(kb.signatures, facts, (*SALIENT_PATTERNS, CATALOG_FRAME))
+        self.table = build_table(kb.pattern_sources, facts, (*SALIENT_PATTERNS, CATALOG_FRAME))
         self._engine_name = self.options.engine
 
     def new_matcher(self) -> Matcher:
@@ -316,7 +316,6 @@ class Engine:
         )
         return redact_report(report) if self.options.redact else report
 
-
     def _loose(
         self,
         hypotheses: list[Hypothesis],
@@ -351,7 +350,7 @@ def _launch_facts(
     fact_hits: list[Hit],
     sig_hits: list[Hit],
     launches: dict[str, list[int]],
-    signatures: dict[str, Signature],
+    signatures: Mapping[str, Signature],
 ) -> list[Hit]:
     """The fact hits of the launch that holds the failure: in an input with several launches, the
     launch of the first decisive line of an error-severity cause (else of any decisive line, else

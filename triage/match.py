@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from triage.confirm_cache import MAX_CACHED_LINE, ConfirmCache, confirm_text
 from triage.frame import frame_line
-from triage.kb.records import Signature
+from triage.kb.records import DifferentialCheck, EvidenceCheck, Signature, SignatureCore
 from triage.models import Hit, Line
 from triage.read import Segment, Text, TextWindow, native_grouping
 from triage.scanners import Scanner, make_scanner
@@ -77,7 +77,7 @@ CONTINUATIONS: tuple[tuple[tuple[str, ...], str], ...] = (
 
 
 def build_table(
-    signatures: Sequence[Signature],
+    signatures: Sequence[Signature | SignatureCore],
     facts: Sequence[tuple[str, str]] = (),
     salient: Sequence[tuple[str, str]] = (),
 ) -> PatternTable:
@@ -87,7 +87,8 @@ def build_table(
             continue
         for i, p in enumerate(sig.match):
             table.refs.append(PatternRef("sig", sig.id, p.role, i, p.regex))
-        for i, d in enumerate(sig.differential):
+        branches: Sequence[DifferentialCheck | EvidenceCheck] = sig.differential
+        for i, d in enumerate(branches):
             for j, ev in enumerate(d.evidence):
                 table.refs.append(PatternRef("diff", sig.id, d.branch, i * 100 + j, ev))
             for j, ev in enumerate(d.against):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -189,7 +189,7 @@ def applicability(sig: Signature, facts: dict[str, Any]) -> str | None:
 
 
 def build_candidates(
-    signatures: dict[str, Signature], hits: Sequence[Hit], scope: Scope | None = None
+    signatures: Mapping[str, Signature], hits: Sequence[Hit], scope: Scope | None = None
 ) -> list[Candidate]:
     """Candidates in the order of their first decisive hit. Supporting, continuation and branch
     evidence count only inside the launch of a decisive line (`Scope.launches`); with
@@ -460,7 +460,7 @@ _GPU_LOST_TEXT = ("GPU is lost", "fallen off the bus")
 
 
 def escalate(
-    cands: list[Candidate], signatures: dict[str, Signature], by_id: dict[str, Candidate]
+    cands: list[Candidate], signatures: Mapping[str, Signature], by_id: dict[str, Candidate]
 ) -> list[Candidate]:
     """Severity from the evidence: a fatal EDAC / APEI capture, an AER warning beside a lost GPU,
     and an Xid whose own text names the Xid that caused it (routed to that Xid's signature, which
@@ -514,7 +514,7 @@ def escalate(
     return created
 
 
-def _xid_signature(xid: str, signatures: dict[str, Signature], exclude: str) -> Signature | None:
+def _xid_signature(xid: str, signatures: Mapping[str, Signature], exclude: str) -> Signature | None:
     """The signature whose decisive patterns capture this Xid number in their `xid` group."""
     for sig in signatures.values():
         if sig.id == exclude or sig.status == "withdrawn":
@@ -639,7 +639,7 @@ def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
 
 
 def rank(
-    signatures: dict[str, Signature],
+    signatures: Mapping[str, Signature],
     hits: Sequence[Hit],
     facts: dict[str, Any],
     scope: Scope | None = None,

@@ -271,9 +271,21 @@ Judge = Callable[[re.Match[str]], "tuple[int, int] | None"]
 class _Rule:
     name: str
     keywords: tuple[str, ...]  # lower-case literals; every match contains one of them
-    pattern: re.Pattern[str]
+    regex: str
     judge: Judge  # the span to replace, or None to keep the match
     tail: int = 0  # > 0: only the last `tail` characters can match (the rule ends in \Z)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _compiled(self.regex)
+
+
+@functools.cache
+def _compiled(regex: str) -> re.Pattern[str]:
+    """A rule's regex, compiled on first use: a run compiles only the rules whose keywords its
+    report strings hold, and importing the module compiles none. (Kept here, not in `re`'s
+    bounded cache, which the scan's own patterns could evict.)"""
+    return re.compile(regex)
 
 
 def _whole(min_distinct: int = 10) -> Judge:
@@ -452,11 +464,11 @@ _VALUE = (
 
 
 def _shape(name: str, keywords: tuple[str, ...], regex: str, min_distinct: int = 10) -> _Rule:
-    return _Rule(name, keywords, re.compile(regex), _whole(min_distinct))
+    return _Rule(name, keywords, regex, _whole(min_distinct))
 
 
 def _ctx(name: str, keywords: tuple[str, ...], regex: str, judge: Judge | None = None) -> _Rule:
-    return _Rule(name, keywords, re.compile(regex), judge or _group())
+    return _Rule(name, keywords, regex, judge or _group())
 
 
 _RULES: tuple[_Rule, ...] = (
@@ -559,10 +571,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "cut-token",
         tuple(p.lower() for p in _CUT_PREFIXES),
-        re.compile(
-            r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(p) for p in _CUT_PREFIXES) + r")"
-            r"[A-Za-z0-9_.+/=-]{8,400}\Z"
-        ),
+        r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(p) for p in _CUT_PREFIXES) + r")"
+        r"[A-Za-z0-9_.+/=-]{8,400}\Z",
         _cut_token,
         tail=420,  # it matches at the end of the text only: look there only
     ),
@@ -593,14 +603,12 @@ _RULES: tuple[_Rule, ...] = (
         r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s:/@\"'<>]{0,256}:",
         _url_password,
     ),
-    _Rule("named-value", _NAME_HINTS, re.compile("(?i)" + _NAME + _VALUE), _named),
+    _Rule("named-value", _NAME_HINTS, "(?i)" + _NAME + _VALUE, _named),
     _Rule(
         "cli-flag",
         _NAME_HINTS,
-        re.compile(
-            r"(?i)(?<![\w-])--(?P<k>(?=[A-Za-z])[\w-]{0,40}?" + _HINT + r"[\w-]{0,24})"
-            r"(?:=|(?P<sp>\s{1,3}))(?P<v>['\"][^'\"\n]{1,1000}['\"]|[^\s'\"]{1,1000})"
-        ),
+        r"(?i)(?<![\w-])--(?P<k>(?=[A-Za-z])[\w-]{0,40}?" + _HINT + r"[\w-]{0,24})"
+        r"(?:=|(?P<sp>\s{1,3}))(?P<v>['\"][^'\"\n]{1,1000}['\"]|[^\s'\"]{1,1000})",
         _flag,
     ),
     _ctx(

@@ -160,8 +160,9 @@ def draft_cluster(
     probe = examples[0] if examples else detail.row.template
     related = [sig.id for sig, _, _ in closest_known(signatures, probe)]
     sig_id = slug(pattern_text(detail.row.template), f"unrecognized-cluster-{cluster_id}")
-    text = render(detail, sig_id, patterns, examples, near, related, cluster_id, conn,
-                  catalog_lines or [])
+    text = render(
+        detail, sig_id, patterns, examples, near, related, cluster_id, conn, catalog_lines or []
+    )
     return Draft(sig_id, text, patterns, examples, related)
 
 
@@ -189,8 +190,11 @@ def catalog_proposal(lines: Sequence[str]) -> list[str] | None:
             if not prop.newest:
                 out.append(f"      last_affected: {yaml_str(prop.last)}")
             out.append(
-                "  note: " + yaml_str(f"from the message catalog: catalogued {prop.project} "
-                                      f"releases {src.releases} print it (older ones may too)")
+                "  note: "
+                + yaml_str(
+                    f"from the message catalog: catalogued {prop.project} "
+                    f"releases {src.releases} print it (older ones may too)"
+                )
             )
         return out
     return None

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
-from triage.history import cluster
 from triage.history.schema import damaged, opened, resolve, safe_text, write
 from triage.models import Report
 from triage.redact import redact, redact_report
@@ -29,6 +27,15 @@ def engine_version(facts: dict[str, Any]) -> str | None:
         if value:
             return f"{name} {value}"
     return None
+
+
+def _hostname() -> str:
+    """This machine's name (`os.uname` where it exists: `socket` costs an import)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
 
 
 def record_run(
@@ -76,8 +83,8 @@ def _record(
     row = (
         safe_text(redact(run_id), 200) if run_id else None,
         ts,
-        safe_text(host or os.environ.get("TRIAGE_HOST") or socket.gethostname(), 200),
-        safe_text(socket.gethostname(), 200),
+        safe_text(host or os.environ.get("TRIAGE_HOST") or _hostname(), 200),
+        safe_text(_hostname(), 200),
         __version__,
         kb_digest,
         report.engine,
@@ -114,6 +121,8 @@ def _record(
         )
         unknown = [(u.fingerprint, u.text, u.input, u.line, u.count) for u in report.unrecognized]
         unknown += _located_lines(report)
+        if unknown:  # rapidfuzz is imported only for a run that has lines to cluster
+            from triage.history import cluster
         for fingerprint, text, input_name, line, count in unknown:
             template = safe_text(fingerprint, 1000)
             cid = cluster.assign(conn, template, ts)

@@ -297,7 +297,10 @@ SWEEP_EXPLAINED: dict[tuple[str, str], str] = {
     "completion WARN, not on the WARN's wording (which varies by release)",
     ("nccl-shm-segment-create-failed", "Error while <*> shared memory segment"): "the placeholder "
     "is 'creating' or 'attaching to', both decisive patterns; the sweep's fillers cannot guess it",
-    ("nccl-shm-segment-create-failed", "Error: failed to create shared memory file"): "the shm_open "
+    (
+        "nccl-shm-segment-create-failed",
+        "Error: failed to create shared memory file",
+    ): "the shm_open "
     "failure, another message of the same function (the supporting 'Call to shm_open' covers it)",
     ("torch-dlpack-requires-grad", "Can't export tensors with"): "sibling BufferErrors of "
     "__dlpack__ (layout, conjugate bit): other causes, not rewordings",
@@ -349,7 +352,9 @@ def check_capture_names(sig: Signature, path: str) -> list[Issue]:
         if is_secret_name(name)
     }
     return [
-        Issue(path, "match", f"capture name {name!r} reads as a secret's and is redacted from reports")
+        Issue(
+            path, "match", f"capture name {name!r} reads as a secret's and is redacted from reports"
+        )
         for name in sorted(names)
     ]
 

@@ -146,6 +146,64 @@ class Signature:
         return {("not" if k == "not_" else k): v for k, v in asdict(self).items()}
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvidenceCheck:
+    """The part of a differential branch a scan needs: its branch and its regexes."""
+
+    branch: str
+    evidence: list[str] = field(default_factory=list)
+    against: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignatureCore:
+    """What the pattern table reads of a signature, decoded for every signature at start-up; the
+    rest of a record (title, summary, fixes, ...) is decoded only for signatures that fired."""
+
+    id: str
+    status: str
+    match: list[Pattern]
+    not_: list[Pattern] = field(default_factory=list)
+    differential: list[EvidenceCheck] = field(default_factory=list)
+
+    @property
+    def decisive(self) -> list[Pattern]:
+        return [p for p in self.match if p.role == "decisive"]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SignatureCore:
+        """From `core_dict`'s form."""
+        return cls(
+            id=data["id"],
+            status=data["status"],
+            match=[Pattern(regex=r, role=role) for r, role in data["match"]],
+            not_=[Pattern(regex=r) for r in data.get("not", ())],
+            differential=[
+                EvidenceCheck(branch=b, evidence=ev, against=ag)
+                for b, ev, ag in data.get("differential", ())
+            ],
+        )
+
+
+def core_dict(data: dict[str, Any]) -> dict[str, Any]:
+    """The scan's part of a signature's JSON form (stored beside it in the compiled store)."""
+    core: dict[str, Any] = {
+        "id": data["id"],
+        "status": data["status"],
+        "match": [[p["regex"], p.get("role", "decisive")] for p in data.get("match", [])],
+    }
+    if data.get("not"):
+        core["not"] = [p["regex"] for p in data["not"]]
+    # Every branch, with or without regexes: the pattern table numbers them by position.
+    diffs = [
+        [d["branch"], d.get("evidence", []), d.get("against", [])]
+        for d in data.get("differential", [])
+    ]
+    if diffs:
+        core["differential"] = diffs
+    return core
+
+
 _NESTED = {
     "match",
     "not",

@@ -34,9 +34,10 @@ from triage.kb.paths import (
     content_hash,
     default_signature_dir,
     require_signature_dir,
-    signature_files,
+    stat_key,
 )
 from triage.kb.records import Signature as SignatureRecord
+from triage.kb.records import SignatureCore, core_dict
 from triage.safewrite import check_target, sqlite_application_id
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
     from triage.kb.schema import Signature
 
 # Bump when the tables or the stored JSON change shape: an older file is then rebuilt.
-STORE_FORMAT = 1
+# 2: the `core` column (the scan's part of each signature, decoded at start-up).
+STORE_FORMAT = 2
 # "TRKB": marks the file as a compiled triage knowledge base.
 APPLICATION_ID = 0x54524B42
 _TMP_MARK = ".building-"
@@ -73,24 +75,6 @@ def default_db_path(root: Path | None = None) -> Path:
     root = (root or default_signature_dir()).resolve()
     tag = hashlib.sha256(str(root).encode("utf-8", "surrogateescape")).hexdigest()[:12]
     return cache_dir() / f"kb-{tag}.db"
-
-
-def stat_key(root: Path) -> str:
-    """A cheap digest of every signature file's name, size, inode and mtime.
-
-    When it matches the one stored at build time the content hash is not recomputed (no file is
-    read); when it differs the content hash decides, so a `touch` or a checkout never forces a
-    rebuild on its own.
-    """
-    digest = hashlib.sha256()
-    for path in signature_files(root):
-        st = path.stat()
-        digest.update(
-            f"{path.relative_to(root)}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0".encode(
-                "utf-8", "surrogateescape"
-            )
-        )
-    return digest.hexdigest()
 
 
 @dataclass
@@ -147,6 +131,16 @@ def read_signatures(conn: sqlite3.Connection) -> list[SignatureRecord]:
     return [SignatureRecord.from_dict(json.loads(row[0])) for row in rows]
 
 
+def read_lazy(conn: sqlite3.Connection, meta: Meta) -> KnowledgeBase:
+    """The stored knowledge base with only each signature's scan part decoded (see
+    `triage.kb.knowledge`): a run that matches little decodes few records."""
+    from triage.kb.knowledge import KnowledgeBase
+
+    rows = conn.execute("SELECT core, json FROM signatures ORDER BY position").fetchall()
+    cores = [SignatureCore.from_dict(json.loads(core)) for core, _ in rows]
+    return KnowledgeBase.from_store(cores, [j for _, j in rows], "sqlite", meta.digest)
+
+
 def read_errors(conn: sqlite3.Connection) -> list[LoadError]:
     return [
         LoadError(p, f, m)
@@ -186,9 +180,9 @@ def load_current(root: Path | None = None, db_path: Path | None = None) -> Knowl
         try:
             with contextlib.closing(conn):
                 meta = read_meta(conn)
-                signatures = read_signatures(conn)
-            if len(signatures) == meta.rows:
-                return KnowledgeBase(signatures, source="sqlite", digest=meta.digest)
+                kb = read_lazy(conn, meta)
+            if len(kb.pattern_sources) == meta.rows:
+                return kb
         except (StoreError, sqlite3.Error, ValueError):
             pass  # damaged or foreign: rebuilt below
     try:
@@ -231,6 +225,7 @@ CREATE TABLE signatures (
     fixes_text TEXT NOT NULL,
     examples TEXT NOT NULL,
     details TEXT NOT NULL,
+    core TEXT NOT NULL,
     json TEXT NOT NULL
 );
 CREATE TABLE aliases (alias TEXT PRIMARY KEY, id TEXT NOT NULL REFERENCES signatures(id));
@@ -262,6 +257,7 @@ def _row(sig: Signature, position: int, path: Path | None) -> dict[str, Any]:
     patterns = [p.regex for p in (*sig.match, *sig.not_)]
     patterns += [ev for d in sig.differential for ev in d.evidence]
     fixes = [" ".join(x for x in (f.do, f.when, f.caveat) if x) for f in sig.fixes]
+    data = sig.model_dump(by_alias=True, mode="json")
     details = [
         sig.details or "",
         *sig.verify,
@@ -285,9 +281,8 @@ def _row(sig: Signature, position: int, path: Path | None) -> dict[str, Any]:
         "fixes_text": "\n".join(fixes),
         "examples": "\n".join(sig.examples.match),
         "details": "\n".join(d for d in details if d),
-        "json": json.dumps(
-            sig.model_dump(by_alias=True, mode="json"), ensure_ascii=False, separators=(",", ":")
-        ),
+        "core": json.dumps(core_dict(data), ensure_ascii=False, separators=(",", ":")),
+        "json": json.dumps(data, ensure_ascii=False, separators=(",", ":")),
     }
 
 
