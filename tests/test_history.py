@@ -396,3 +396,35 @@ def test_cli_records_unless_no_history(tmp_path: Path) -> None:
         assert proc.returncode == 1, proc.stderr
     with opened(tmp_path / "cli.db") as conn:
         assert [r[0] for r in conn.execute("SELECT run_id FROM runs")] == ["ci-7"]
+
+
+def test_close_keeps_the_wal_and_every_run_stays_readable(tmp_path: Path) -> None:
+    """A recorded run's close does not checkpoint (the WAL stays beside the database, so the next
+    run creates no file and syncs nothing); what was written is read back by a new connection."""
+    from triage.history import schema
+
+    db = tmp_path / "history.db"
+    for n in range(3):
+        with opened(db) as conn, schema.write(conn):
+            conn.execute("INSERT INTO runs (ts) VALUES (?)", (float(n),))
+    if sys.implementation.name == "cpython" and sys.version_info[:2] >= (3, 11):
+        assert (tmp_path / "history.db-wal").stat().st_size > 0
+    with opened(db) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 3
+
+
+def test_no_checkpoint_setting_refuses_a_handle_of_another_file(tmp_path: Path) -> None:
+    """The ctypes path checks the handle by its file name before touching it: a connection whose
+    file is not the one named is left with SQLite's default."""
+    from triage.history import schema
+
+    db = tmp_path / "history.db"
+    conn = connect(db)
+    try:
+        assert schema._no_checkpoint_on_close(conn, db) is (
+            sys.implementation.name == "cpython" and sys.version_info[:2] >= (3, 11)
+        )
+        if not hasattr(conn, "setconfig"):  # the name check is the ctypes path's
+            assert schema._no_checkpoint_on_close(conn, tmp_path / "other.db") is False
+    finally:
+        conn.close()

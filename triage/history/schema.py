@@ -6,7 +6,12 @@ Concurrency (the CLI, a bot and a long-running follower write at once, on one ho
 - every write runs in `BEGIN IMMEDIATE` (`write()`): a deferred transaction that reads and then
   writes fails with SQLITE_BUSY at once if another writer committed in between, whatever the busy
   timeout (measured: 637 of 900 failed deferred, 0 of 900 immediate);
-- `synchronous=NORMAL` (durable across process crashes in WAL), `foreign_keys=ON`.
+- `synchronous=NORMAL` (durable across process crashes in WAL), `foreign_keys=ON`;
+- no checkpoint when a connection closes (`SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`): by default the last
+  connection to close copies the WAL into the database and deletes it, two fsyncs and a file
+  creation for the next run, about 20 ms of every recorded run on a VM disk (measured: commit and
+  close 19.5 ms with, 0.05 ms without). The WAL then stays beside the database (`-wal`, `-shm`)
+  and SQLite's automatic checkpoint (every 1,000 pages) folds it in during some later commit.
 
 Values from logs go in through `?` parameters only; SQL text is never built from data.
 A file that is not SQLite, not ours, damaged or from a newer triage raises `HistoryError` with a
@@ -18,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -195,6 +201,7 @@ def connect(db_path: Path | str | None = None, *, create: bool = True) -> sqlite
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        _no_checkpoint_on_close(conn, path)
         _ensure_schema(conn, path)
     except sqlite3.DatabaseError as exc:
         conn.close()
@@ -203,6 +210,49 @@ def connect(db_path: Path | str | None = None, *, create: bool = True) -> sqlite
         conn.close()
         raise
     return conn
+
+
+_NO_CKPT_ON_CLOSE = 1006  # SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE (SQLite >= 3.16)
+
+
+def _no_checkpoint_on_close(conn: sqlite3.Connection, path: Path) -> bool:
+    """Turn off the checkpoint on close (see the module docstring); False where it cannot be.
+
+    Python 3.12 has `Connection.setconfig`. On CPython 3.11 the same call goes through ctypes to
+    the SQLite library the `_sqlite3` module is linked with, on the connection's handle (the first
+    field of CPython 3.11's connection object), used only once `sqlite3_db_filename` on it names
+    this very file. Anything else (another interpreter, a statically linked SQLite) keeps
+    SQLite's default: slower, never wrong."""
+    setconfig = getattr(conn, "setconfig", None)
+    if setconfig is not None:
+        with contextlib.suppress(sqlite3.Error, AttributeError):
+            setconfig(getattr(sqlite3, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", _NO_CKPT_ON_CLOSE), True)
+            return True
+        return False
+    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+        return False
+    try:
+        import _sqlite3
+        import ctypes
+
+        lib = ctypes.CDLL(_sqlite3.__file__)
+        filename = lib.sqlite3_db_filename
+        db_config = lib.sqlite3_db_config
+    except (OSError, AttributeError, ImportError):
+        return False
+    filename.restype = ctypes.c_char_p
+    filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    handle = ctypes.c_void_p.from_address(id(conn) + object.__basicsize__).value
+    if not handle:
+        return False
+    named = filename(handle, b"main")
+    if not named or os.path.realpath(os.fsdecode(named)) != os.path.realpath(path):
+        return False
+    db_config.restype = ctypes.c_int
+    done = db_config(
+        ctypes.c_void_p(handle), ctypes.c_int(_NO_CKPT_ON_CLOSE), ctypes.c_int(1), None
+    )
+    return bool(done == 0)
 
 
 def damaged(path: Path, exc: BaseException) -> HistoryError:
