@@ -81,12 +81,39 @@ FAILURES = {
         / "sglang-0.5.15-qwen3.6-35b-a3b-fp8-decode-scheduler-exception.log",
         "hit an exception",
     ),
+    # a C++ assert() as glibc prints it, Triton's layout pass on a V100 (audits/round-11)
+    "c-assert": _line(
+        ROOT
+        / "audits"
+        / "round-11"
+        / "engine"
+        / "vllm-prefix-caching-v100-triton-getcvtorder-mma-layout-assert.log",
+        "Assertion `",
+    ),
+    # systemctl's own failure line (audits/round-11: nvidia-fabricmanager on a GeForce host)
+    "systemctl-job": _line(
+        ROOT
+        / "audits"
+        / "round-11"
+        / "node"
+        / "rocky8-fabricmanager-start-failed-geforce-no-nvswitch.log",
+        "Job for ",
+    ),
     # a permission check (NVIDIA/nccl, shm_open)
     "denied": "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
     "Permission denied",
 }
 
 NEAR_MISSES = {
+    # systemctl's pointer to the unit's status, the line after its failure line
+    "systemctl-see": _line(
+        ROOT
+        / "audits"
+        / "round-11"
+        / "node"
+        / "rocky8-fabricmanager-start-failed-geforce-no-nvswitch.log",
+        "See ",
+    ),
     "running-pod": _line(HEALTHY / "kubectl-describe-pod-two-containers-running.log", "Running"),
     "restart-0": _line(HEALTHY / "kubectl-describe-pod-two-containers-running.log", "Restart"),
     "ext4-mounted": _line(HEALTHY / "dmesg-boot-ext4-nvme-root-mounted.log", "EXT4-fs"),
@@ -197,3 +224,34 @@ def test_eval_reports_a_tagged_subset(tmp_path: Path) -> None:
     everything = evaluate(root)
     assert len(everything.cases) == 3
     assert all(c.top1 and c.layer_ok for c in everything.cases)
+
+
+# A traceback pasted from its middle (kubeai#224 as the issue shows it, audits/round-11): frames
+# and source lines, no head, no exception line.
+HEADLESS = (
+    ROOT
+    / "audits"
+    / "round-11"
+    / "engine"
+    / "kubeai-vllm-chunked-prefill-plus-prefix-caching-engine-step-trace-cut.log"
+)
+
+
+def test_a_traceback_without_its_head_is_reported_by_its_first_frame(bare: Engine) -> None:
+    report = bare.run([str(HEADLESS)])
+    assert _reported_lines(report) == [1]
+    assert report.failed
+
+
+def test_frames_after_a_real_head_add_no_second_head(bare: Engine, tmp_path: Path) -> None:
+    """Near miss: the same frames below their 'Traceback (most recent call last):' line are that
+    traceback's own; the head (line 1) is what is reported, once."""
+    text = "Traceback (most recent call last):\n" + HEADLESS.read_text()
+    report = run_text(bare, text, tmp_path)
+    assert _reported_lines(report) == [1]
+
+
+def _reported_lines(report: Report) -> list[int]:
+    """The lines reported as failures with no signature: located by the catalog, or not."""
+    located = [e.line for h in report.hypotheses if h.basis == "located" for e in h.evidence]
+    return sorted(located + [u.line for u in report.unrecognized])

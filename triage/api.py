@@ -17,6 +17,7 @@ from triage.events import (
     TRACEBACK_HEAD,
     UnexplainedLine,
     group_tracebacks,
+    headless_tracebacks,
     process_key,
     unexplained,
 )
@@ -223,6 +224,9 @@ class Engine:
                 frame_hits.append(hit)
             else:
                 salient_hits.append(hit)
+        headless = headless_tracebacks(salient_hits, frame_hits)
+        salient_hits += headless
+        cut_heads = {(h.line.input, h.line.number) for h in headless}
         launches = launch_starts(fact_hits)
         facts = collect_facts(_launch_facts(fact_hits, sig_hits, launches, self.kb.by_id))
         facts.update(read_snapshots(fact_hits))  # pasted ulimit / nvidia-smi / kubectl / ... blocks
@@ -255,6 +259,7 @@ class Engine:
                 (u.line.input, u.line.number)
                 for u in loose
                 if TRACEBACK_HEAD not in (u.line.text or u.line.raw)
+                and (u.line.input, u.line.number) not in cut_heads
             }
             scope.frame_lines = {(h.line.input, h.line.number) for h in frame_hits}
             hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)

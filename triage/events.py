@@ -43,10 +43,11 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         "exit",
         r"(?:Main process exited, code=(?:exited|killed|dumped)|exited with (?:exit )?code [1-9]|Exit Code: *[1-9]|status=[1-9][0-9]*/[A-Z])",
     ),
-    # fatal process deaths
+    # fatal process deaths; a C/C++ assert() as glibc prints it ("prog: file.cpp:40: func:
+    # Assertion `expr' failed."), the line that names what a core dump aborted on
     (
         "fatal",
-        r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ )",
+        r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `)",
     ),
     # kernel faults and GPU driver events
     (
@@ -66,10 +67,10 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
-    # systemd: a unit that failed to start or spawn
+    # systemd: a unit that failed to start or spawn (systemctl's "Job for x.service failed")
     (
         "service",
-        r"(?:Failed at step [A-Z_]+ spawning|Failed to start [A-Za-z0-9]|: Failed with result '|Start request repeated too quickly)",
+        r"(?:Failed at step [A-Z_]+ spawning|Failed to start [A-Za-z0-9]|: Failed with result '|Start request repeated too quickly|Job for [\w@.:-]{1,200}\.(?:service|socket|mount|target|timer) failed\b)",
     ),
     # the start of a Python traceback (groups the frames that follow)
     ("traceback", r"Traceback \(most recent call last\)"),
@@ -139,6 +140,27 @@ def group_tracebacks(salient: Iterable[Hit]) -> list[Traceback]:
             done.append(tb)
     done.extend(open_tb.values())
     return done
+
+
+def headless_tracebacks(salient: Iterable[Hit], frames: Iterable[Hit]) -> list[Hit]:
+    """Heads for tracebacks pasted without their first line: in a process stream with traceback
+    frames (`File "...", line N, in f`) and no 'Traceback (most recent call last)' before the
+    first of them, that frame stands in for the head (class `traceback`), so an excerpt that
+    starts mid-traceback is grouped, reported as cut when its exception is missing too, and
+    located by its innermost frame, like one whose head survived. One head per stream; frames
+    after a real head are that traceback's own."""
+    first_head: dict[str, int] = {}
+    for hit in salient:
+        if hit.signature == "traceback":
+            key = process_key(hit.line)
+            first_head[key] = min(first_head.get(key, hit.line.number), hit.line.number)
+    heads: dict[str, Hit] = {}
+    for hit in sorted(frames, key=lambda h: (h.line.input, h.line.number)):
+        key = process_key(hit.line)
+        if key in heads or first_head.get(key, 1 << 62) < hit.line.number:
+            continue
+        heads[key] = Hit("traceback", hit.pattern_index, "salient", hit.line)
+    return list(heads.values())
 
 
 @dataclass
