@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from tests.conftest import ROOT
 from triage.read import InputError, Source, TextWindow, count_breaks, iter_segments, read_source
 
 KV_LINE = (
@@ -238,3 +239,19 @@ def test_a_text_window_gives_c_code_the_address_of_its_own_bytes() -> None:
         del anchor
         assert window[3:9] == bytes(buffer[8:14]) and isinstance(window[3:9], bytes)
         assert isinstance(bytes(window), bytes)
+
+
+def test_structured_json_record_keeps_its_level_and_error_field(tmp_path: Path) -> None:
+    """A Go gateway's slog record (corpus/harness/kgateway-no-endpoints-found-for-inferencepool)
+    names the cause in its `error` field and its severity in `level`: both reach the scan. Near
+    miss: an info record of the same shape reads as its message alone."""
+    from triage.read import _decode_json_lines
+
+    record = ROOT / "corpus" / "harness" / "kgateway-no-endpoints-found-for-inferencepool.log"
+    line = next(x for x in record.read_bytes().splitlines() if x.startswith(b'{"time"'))
+    decoded = _decode_json_lines(line + b"\n").decode()
+    assert decoded == (
+        "level=error error processing backends: no endpoints found for InferencePool aiscope/gemma2\n"
+    )
+    info = b'{"level":"info","ts":"2026-01-23T09:33:08Z","msg":"Starting workers","worker count":1}'
+    assert _decode_json_lines(info + b"\n").decode() == "Starting workers\n"

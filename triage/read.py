@@ -520,9 +520,7 @@ class _LongLine:
     def add(self, data: bytes) -> None:
         self.total += len(data)
         self.tail = (
-            _last(data, self.half)
-            if len(data) >= self.half
-            else _last(self.tail + data, self.half)
+            _last(data, self.half) if len(data) >= self.half else _last(self.tail + data, self.half)
         )
 
     def close(self, line_break: bytes) -> bytes:
@@ -892,6 +890,8 @@ def _decode_json_lines(chunk: bytes, source: Source | None = None, first_line: i
             if isinstance(obj, dict):
                 text = _json_message(obj)
                 prefix = _json_prefix(obj)
+                if text is not None:
+                    text = _json_level(obj) + text + _json_error(obj, text)
                 if text is not None and prefix:
                     text = prefix + text
         if text is None:
@@ -903,6 +903,34 @@ def _decode_json_lines(chunk: bytes, source: Source | None = None, first_line: i
         )
     joined = b"\n".join(out)
     return joined + b"\n" if trailing else joined
+
+
+# Structured loggers (zap, logr, zerolog, logrus, slog) keep the level and the error beside the
+# message: "msg":"Reconciler error", "error":"fails to reconcile predictor: no runtime found ...".
+_JSON_ERROR_KEYS = ("error", "err")
+_JSON_LEVEL_KEYS = ("level", "lvl", "severity")
+_JSON_FAILURE_LEVELS = ("error", "fatal", "panic", "dpanic", "critical")
+
+
+def _json_level(obj: dict[str, object]) -> str:
+    """`level=error ` in front of a failure-level record (as logfmt writes it, which the salient
+    scan reads), nothing for other levels."""
+    for key in _JSON_LEVEL_KEYS:
+        value = obj.get(key)
+        if isinstance(value, str) and value.lower() in _JSON_FAILURE_LEVELS:
+            return f"level={value.lower()} "
+    return ""
+
+
+def _json_error(obj: dict[str, object], message: str) -> str:
+    """The record's error field after its message (": <error>"), the text that names the cause."""
+    for key in _JSON_ERROR_KEYS:
+        value = obj.get(key)
+        if isinstance(value, dict):
+            value = json.dumps(value)
+        if isinstance(value, str) and value and value not in message:
+            return f": {value}"
+    return ""
 
 
 def _json_prefix(obj: dict[str, object]) -> str:
