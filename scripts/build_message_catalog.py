@@ -13,13 +13,14 @@ Step 1, download (the only step that needs a network; everything lands outside t
 
     mkdir -p /work/catalog-src/pypi && cd /work/catalog-src/pypi
     # wheels (pure .py inside; vLLM's and SGLang's sdists need a full build just to be downloaded)
-    for v in 0.6.3.post1 0.6.6.post1 0.7.3 0.8.5.post1 0.9.2 0.10.0 0.10.2 0.11.0 0.11.2 \
+    for v in 0.5.5 0.6.3.post1 0.6.6.post1 0.7.3 0.8.5.post1 0.9.2 0.10.0 0.10.2 0.11.0 0.11.2 \
              0.14.1 0.25.1 0.30.0 0.33.0; do
       pip download --no-deps --only-binary :all: --python-version 3.12 \
           --platform manylinux_2_28_x86_64 --platform manylinux1_x86_64 vllm==$v; done
     for v in 0.4.0 0.4.6 0.4.10 0.5.3 0.5.10; do pip download --no-deps sglang==$v; done
     pip download --no-deps --no-binary :all: transformers==4.57.1 huggingface_hub==0.36.0 \
-        xgrammar==0.1.25 aiohttp==3.13.2 httpx==0.28.1 openai==2.8.1
+        xgrammar==0.1.25 aiohttp==3.13.2 httpx==0.28.1 openai==2.8.1 uvicorn==0.38.0
+    pip download --no-deps --no-binary :all: transformers==4.45.2   # vLLM 0.6's transformers
     pip download --no-deps --only-binary :all: --python-version 3.12 \
         --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
         triton==3.4.0 ray==2.51.1 lmcache==0.3.9 flashinfer-python==0.5.2
@@ -27,15 +28,20 @@ Step 1, download (the only step that needs a network; everything lands outside t
         --platform macosx_11_0_arm64 torch==2.9.1 torch==2.7.1 torch==2.5.1   # smallest wheels
     # git snapshots (bare git directories) of NVIDIA/nccl, NVIDIA/nvidia-container-toolkit,
     # NVIDIA/libnvidia-container (the pop-os packaging fork of v1.12.1: upstream's history is too
-    # large to fetch), NVIDIA/open-gpu-kernel-modules, huggingface/tokenizers, huggingface/safetensors
-    # under /work/.mirror/<owner>+<name>/repo
+    # large to fetch), NVIDIA/open-gpu-kernel-modules, huggingface/tokenizers, huggingface/safetensors,
+    # pydantic/pydantic-core, NVIDIA/pyxis, ollama/ollama, kvcache-ai/Mooncake, ai-dynamo/nixl
+    # under /work/.mirror/<owner>+<name>/repo (ollama's and Mooncake's lack some large blobs: they
+    # are read blob by blob under GIT_PATHS)
     # Debian source packages (upstream tarballs, through apt's ordinary client, with a private
     # sources.list of `deb-src http://deb.debian.org/debian trixie main` and `... bookworm main`):
     # PyTorch's C++ (.cpp, .cu: the wheels carry only headers; the GitHub snapshot is over the
     # fetch limit), systemd (likewise), CPython (the runtime's own messages)
     mkdir -p /work/catalog-src/debian && cd /work/catalog-src/debian
     apt-get source --download-only pytorch=2.6.0+dfsg-7 systemd=257.13-1~deb13u1 \
-        systemd=252.39-1~deb12u2 python3.13=3.13.5-2+deb13u5   # only the .orig.tar.* are read
+        systemd=252.39-1~deb12u2 python3.13=3.13.5-2+deb13u5 slurm-wlm=22.05.8-4+deb12u3 \
+        slurm-wlm=24.11.5-4+deb13u1 gcc-14=14.2.0-13   # only the .orig.tar.* are read
+    # (a .dsc or .debian.tar.xz that 404s does not matter: the .orig.tar.* is what is read; gcc's
+    # holds upstream's gcc-14.2.0-dfsg.tar.xz, read as a stream for libstdc++-v3/libsupc++/)
 
 Step 2, build (offline, deterministic):
 
@@ -53,7 +59,10 @@ Apache-2.0; Ray Apache-2.0; LMCache Apache-2.0; aiohttp Apache-2.0; httpx BSD-3-
 Apache-2.0; NVIDIA container toolkit Apache-2.0; libnvidia-container Apache-2.0 (the library) with
 BSD parts; open-gpu-kernel-modules dual MIT/GPL-2.0; PyTorch's C++ sources (Debian's pytorch
 2.6.0+dfsg, the upstream v2.6.0 tree less non-free third-party parts) BSD-3-Clause; systemd
-LGPL-2.1-or-later (its src/core, src/systemctl, src/network are read); CPython PSF-2.0.
+LGPL-2.1-or-later (its src/core, src/systemctl, src/network are read); CPython PSF-2.0; Slurm
+GPL-2.0-or-later (with its OpenSSL linking exception); pyxis Apache-2.0; ollama MIT; Mooncake
+Apache-2.0; NIXL Apache-2.0; uvicorn BSD-3-Clause; GCC's libstdc++ GPL-3.0-or-later with the GCC
+Runtime Library Exception (only libsupc++'s terminate handler is read).
 """
 
 from __future__ import annotations
@@ -116,8 +125,9 @@ def normalise(parts: Iterable[str | None]) -> list[str]:
     return out
 
 
+# (`%m`: glibc's and Slurm's and systemd's strerror(errno) conversion)
 _PERCENT_RE = re.compile(
-    r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|P[A-Z0-9]+)?[diouxXeEfFgGcrsapnlu%]"
+    r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|P[A-Z0-9]+)?[diouxXeEfFgGcrsapnlum%]"
 )
 _BRACE_RE = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
 

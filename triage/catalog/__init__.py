@@ -234,12 +234,16 @@ class Catalog:
         """A line of a traceback cut before its exception line, located by the innermost frame
         of the chain (innermost first) whose file is catalogued: a user's script or an
         uncatalogued library below it says nothing the catalog can cite, the library frame
-        above it is where the failure passed through."""
+        above it is where the failure passed through. A frame whose function no catalogued
+        release of its file defines (the log's copy is another release) is taken only when no
+        other frame is catalogued."""
+        first: Located | None = None
         for frame in chain:
             found = self._at_frame(frame, "", CUT_KIND, text, facts)
-            if found is not None:
+            if found is not None and found.source.version_note is None:
                 return found
-        return None
+            first = first or found  # its function is in no catalogued release of the file
+        return first
 
     def _at_frame(
         self,

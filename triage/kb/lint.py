@@ -297,7 +297,10 @@ SWEEP_EXPLAINED: dict[tuple[str, str], str] = {
     "completion WARN, not on the WARN's wording (which varies by release)",
     ("nccl-shm-segment-create-failed", "Error while <*> shared memory segment"): "the placeholder "
     "is 'creating' or 'attaching to', both decisive patterns; the sweep's fillers cannot guess it",
-    ("nccl-shm-segment-create-failed", "Error: failed to create shared memory file"): "the shm_open "
+    (
+        "nccl-shm-segment-create-failed",
+        "Error: failed to create shared memory file",
+    ): "the shm_open "
     "failure, another message of the same function (the supporting 'Call to shm_open' covers it)",
     ("torch-dlpack-requires-grad", "Can't export tensors with"): "sibling BufferErrors of "
     "__dlpack__ (layout, conjugate bit): other causes, not rewordings",
@@ -310,6 +313,13 @@ SWEEP_EXPLAINED: dict[tuple[str, str], str] = {
     "placeholder is the 'User-specified max_model_len' text the decisive pattern matches",
     ("vllm-mistral-tokenizer-mode-mismatch", "Found <*> files matching the pattern"): "the pattern "
     "is for zero tekken files; more than one file is another failure of the same function",
+    ("dynamo-etcd-connect-failed", "Failed to connect to master"): "the example is Dynamo's own "
+    "line (Rust, not catalogued); Mooncake's store client prints the same words for its own etcd "
+    "and, beside them, its master connection failure: another program's sibling, not a rewording",
+    ("pyxis-container-start-failed", "pyxis: failed to create container filesystem"): "a sibling "
+    "failure of pyxis 0.24's enroot_container_create (an image already imported, or a squashfs "
+    "file, whose filesystem could not be made); the import failure's wording there only gains "
+    "': <image>', which the decisive pattern matches",
 }
 
 
@@ -349,7 +359,9 @@ def check_capture_names(sig: Signature, path: str) -> list[Issue]:
         if is_secret_name(name)
     }
     return [
-        Issue(path, "match", f"capture name {name!r} reads as a secret's and is redacted from reports")
+        Issue(
+            path, "match", f"capture name {name!r} reads as a secret's and is redacted from reports"
+        )
         for name in sorted(names)
     ]
 
