@@ -580,6 +580,33 @@ _C_COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _C_CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined", "do", "else"}
 
 
+_ELSE_RE = re.compile(r"#[ \t]*(?:else|elif)\b")
+_COND_RE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif)\b", re.M)
+
+
+def _directive_end(src: str, start: int) -> int:
+    """The end of the preprocessor line at `start` (continued with backslashes); -1 at EOF."""
+    j = start
+    while True:
+        j = src.find("\n", j)
+        if j < 0 or src[j - 1] != "\\":
+            return j
+        j += 1
+
+
+def _endif_of(src: str, start: int) -> int:
+    """Just before the #endif that closes the conditional whose #else/#elif ends at `start`."""
+    depth = 0
+    for found in _COND_RE.finditer(src, start):
+        if found.group(1) != "endif":
+            depth += 1
+        elif depth == 0:
+            return found.start()
+        else:
+            depth -= 1
+    return len(src)
+
+
 @lru_cache(maxsize=2)
 def _c_functions(src: str) -> list[tuple[int, str]]:
     """(offset, enclosing function) at each '{' and '}' that changes the innermost function:
@@ -606,12 +633,11 @@ def _c_functions(src: str) -> list[tuple[int, str]]:
             i = n if j < 0 else j + 2
             continue
         if ch == "#" and (i == 0 or src[i - 1] == "\n"):
-            j = i
-            while True:
-                j = src.find("\n", j)
-                if j < 0 or src[j - 1] != "\\":
-                    break
-                j += 1
+            j = _directive_end(src, i)
+            if _ELSE_RE.match(src, i):
+                # only the first branch of an #if counts: `#ifdef X { ... #else { ...` would
+                # open two braces for one (CPython's dictobject.c)
+                j = _endif_of(src, j)
             i = n if j < 0 else j
             header_start = i
             continue

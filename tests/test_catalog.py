@@ -110,6 +110,8 @@ def test_templates_turn_placeholders_into_wildcards(built: Path) -> None:
         "error()",
     )
     assert rows["pyxis: child <*> failed with error code: <*>"][3] == "slurm_error"
+    # an #ifdef/#else whose branches each open a brace does not shift the functions after it
+    assert rows["spank: plugin stack of <*> went away"][2] == "after_the_branches"
     assert rows["UCX endpoint create failed: <*>"][2:] == ("Worker::connect", "NIXL_ERROR")
     assert rows["terminate called after throwing an instance of '"][3] == "fputs(stderr)"
     assert rows["something went wrong, please see the ollama server logs for details"][2:] == (
@@ -276,8 +278,8 @@ def test_top_of_a_cut_traceback_located_by_the_frames_below_it(
 
 def test_ipython_frames_and_src_layout_paths(fixture_catalog: Path, tmp_path: Path) -> None:
     """IPython's frame line (`File /path/x.py:12, in f(args)`) is a frame too, far below its
-    `Traceback (most recent call last)` head; a function the file does not define in any
-    catalogued release is said so; a repository's prefix that the installed path lacks is found
+    `Traceback (most recent call last)` head; a frame whose function the file defines in no
+    catalogued release is not located; a repository's prefix that the installed path lacks is found
     (CPython's Lib/ here; transformers' and openai's src/ the same way)."""
     engine = Engine(KnowledgeBase([]))
     text = (
@@ -291,12 +293,18 @@ def test_ipython_frames_and_src_layout_paths(fixture_catalog: Path, tmp_path: Pa
         "     38 def gone_helper(x):\n"
         "---> 40     return x()\n"
     )
-    report = engine.run([str(_write(tmp_path, text))])
+    report = engine.run([str(_write(tmp_path, text.replace("gone_helper", "unify")))])
     located = [h for h in report.hypotheses if h.basis == "located"]
     assert located and located[0].source is not None
     src = located[0].source
-    assert (src.file, src.function) == ("vllm/v1/core/kv_cache_utils.py", "gone_helper")
-    assert src.version_note and "gone_helper is not defined" in src.version_note
+    assert (src.file, src.function, src.releases) == (
+        "vllm/v1/core/kv_cache_utils.py",
+        "unify",
+        "0.10.0",
+    )
+    # near miss: no catalogued release of the file defines gone_helper: nothing to cite
+    report = engine.run([str(_write(tmp_path, text))])
+    assert all(h.basis != "located" for h in report.hypotheses) and report.unrecognized
     cat = open_catalog(fixture_catalog)
     assert cat is not None
     found = cat.store.files_ending(["importlib/_bootstrap.py"])  # CPython's Lib/

@@ -234,16 +234,13 @@ class Catalog:
         """A line of a traceback cut before its exception line, located by the innermost frame
         of the chain (innermost first) whose file is catalogued: a user's script or an
         uncatalogued library below it says nothing the catalog can cite, the library frame
-        above it is where the failure passed through. A frame whose function no catalogued
-        release of its file defines (the log's copy is another release) is taken only when no
-        other frame is catalogued."""
-        first: Located | None = None
+        above it is where the failure passed through (a frame whose function no catalogued
+        release of its file defines is not catalogued either)."""
         for frame in chain:
             found = self._at_frame(frame, "", CUT_KIND, text, facts)
-            if found is not None and found.source.version_note is None:
+            if found is not None:
                 return found
-            first = first or found  # its function is in no catalogued release of the file
-        return first
+        return None
 
     def _at_frame(
         self,
@@ -258,12 +255,10 @@ class Catalog:
             return None
         info = self.store.projects[site.project]
         as_site = Site("", 0, site.project, site.file, site.function, kind, site.releases, ())
-        note = None
         if site.defined is False:
-            note = (
-                f"{site.function} is not defined in {site.file} of the catalogued {site.project} "
-                f"releases {release_ranges(as_site, info)}: the log's copy is another release"
-            )
+            # no catalogued release of the file defines the frame's function: the log's copy is
+            # another release, and no release the catalog could cite has that code
+            return None
         version = facts.get(_version_fact(site.project))
         shipped = [r for i, r in enumerate(info.releases) if site.releases >> i & 1]
         release = str(version) if version else (shipped[-1] if shipped else "")
@@ -286,7 +281,6 @@ class Catalog:
             line=site.line,
             url=url,
             template=text.strip()[:300],
-            version_note=note,
         )
         layer, why = layer_of(site.project, site.file)
         return Located(text, Match(as_site, info, None), source, layer, why)
