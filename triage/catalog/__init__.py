@@ -188,7 +188,9 @@ class Catalog:
         bare = f"{line.input}|-"
         if TRACEBACK_HEAD in text:
             # a traceback cut before its exception line: where it was when the text stopped
-            return self._in_chain(chain_after(frames, stream, bare, line.number), text, facts)
+            return self._in_chain(
+                chain_after(frames, stream, bare, line.number, exceptions), text, facts
+            )
         frame = own_frame(text)
         if frame is not None:
             return self._at_frame(frame, "", "traceback frame", text, facts)
@@ -202,7 +204,9 @@ class Catalog:
             return raised
         # the top of a cut traceback (its own frame is above the cut): the traceback the
         # following frames show, located by its innermost catalogued frame
-        return self._in_chain(chain_after(frames, stream, bare, line.number), text, facts)
+        return self._in_chain(
+            chain_after(frames, stream, bare, line.number, exceptions), text, facts
+        )
 
     def _raise_below(
         self,

@@ -83,12 +83,18 @@ def innermost_frame(
 
 
 def chain_after(
-    frames: Sequence[tuple[str, int, str]], stream: str, bare: str, number: int
+    frames: Sequence[tuple[str, int, str]],
+    stream: str,
+    bare: str,
+    number: int,
+    stops: Sequence[tuple[str, int, str]] = (),
 ) -> list[Frame]:
     """The frames of the traceback that continues below line `number` (its 'Traceback (most
     recent call last):' line, or a source line at the top of a cut one), innermost first: the
     frame lines that follow it in its stream, each within CUT_FRAME_GAP lines of the one before
-    (a frame, its source line and ^^^^ markers)."""
+    (a frame, its source line and ^^^^ markers), up to the first exception line of `stops`
+    (the traceback ends there: frames after it are another traceback's)."""
+    ends = sorted(line for key, line, _ in stops if key in (stream, bare) and line > number)
     following = sorted(
         (line, text) for key, line, text in frames if key in (stream, bare) and line > number
     )
@@ -96,7 +102,7 @@ def chain_after(
     previous = number
     for line, text in following:
         gap = CUT_FRAME_GAP if 'File "' in text else IPYTHON_FRAME_GAP
-        if line - previous > gap:
+        if line - previous > gap or (ends and ends[0] < line):
             break
         chain.append(text)
         previous = line
