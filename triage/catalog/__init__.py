@@ -258,7 +258,7 @@ class Catalog:
         if site is None:
             return None
         info = self.store.projects[site.project]
-        as_site = Site("", 0, site.project, site.file, site.function, kind, site.releases, ())
+        as_site = Site("", 0, site.project, site.file, site.function, kind, site.releases, "")
         if site.defined is False:
             # no catalogued release of the file defines the frame's function: the log's copy is
             # another release, and no release the catalog could cite has that code

@@ -44,11 +44,13 @@ class Site:
     function: str
     kind: str
     releases: int  # bit mask over ProjectInfo.releases
-    lines: tuple[int, ...]  # the line in each release of the mask, in order
+    # the line in each release of the mask, in order, as stored ("12,40"): parsed only for the
+    # few sites that win (a lookup loads thousands of candidates)
+    lines: str
 
     def release_lines(self, info: ProjectInfo) -> list[tuple[str, int]]:
         out = []
-        lines = iter(self.lines)
+        lines = (int(x) for x in self.lines.split(",") if x)
         for i, rel in enumerate(info.releases):
             if self.releases >> i & 1:
                 out.append((rel, next(lines, 0)))
@@ -148,10 +150,7 @@ class CatalogStore:
             f"WHERE {where} ORDER BY m.id, s.project, p.file, s.function, s.kind",
             params,
         )
-        return [
-            Site(t, lit, p, f, fn, k, mask, tuple(int(x) for x in lines.split(",") if x))
-            for t, lit, p, f, fn, k, mask, lines in rows
-        ]
+        return [Site(t, lit, p, f, fn, k, mask, lines) for t, lit, p, f, fn, k, mask, lines in rows]
 
     def close(self) -> None:
         self.conn.close()
