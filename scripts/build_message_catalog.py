@@ -13,13 +13,14 @@ Step 1, download (the only step that needs a network; everything lands outside t
 
     mkdir -p /work/catalog-src/pypi && cd /work/catalog-src/pypi
     # wheels (pure .py inside; vLLM's and SGLang's sdists need a full build just to be downloaded)
-    for v in 0.6.3.post1 0.6.6.post1 0.7.3 0.8.5.post1 0.9.2 0.10.0 0.10.2 0.11.0 0.11.2 \
+    for v in 0.5.5 0.6.3.post1 0.6.6.post1 0.7.3 0.8.5.post1 0.9.2 0.10.0 0.10.2 0.11.0 0.11.2 \
              0.14.1 0.25.1 0.30.0 0.33.0; do
       pip download --no-deps --only-binary :all: --python-version 3.12 \
           --platform manylinux_2_28_x86_64 --platform manylinux1_x86_64 vllm==$v; done
     for v in 0.4.0 0.4.6 0.4.10 0.5.3 0.5.10; do pip download --no-deps sglang==$v; done
     pip download --no-deps --no-binary :all: transformers==4.57.1 huggingface_hub==0.36.0 \
-        xgrammar==0.1.25 aiohttp==3.13.2 httpx==0.28.1 openai==2.8.1
+        xgrammar==0.1.25 aiohttp==3.13.2 httpx==0.28.1 openai==2.8.1 uvicorn==0.38.0
+    pip download --no-deps --no-binary :all: transformers==4.45.2   # vLLM 0.6's transformers
     pip download --no-deps --only-binary :all: --python-version 3.12 \
         --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
         triton==3.4.0 ray==2.51.1 lmcache==0.3.9 flashinfer-python==0.5.2
@@ -27,15 +28,20 @@ Step 1, download (the only step that needs a network; everything lands outside t
         --platform macosx_11_0_arm64 torch==2.9.1 torch==2.7.1 torch==2.5.1   # smallest wheels
     # git snapshots (bare git directories) of NVIDIA/nccl, NVIDIA/nvidia-container-toolkit,
     # NVIDIA/libnvidia-container (the pop-os packaging fork of v1.12.1: upstream's history is too
-    # large to fetch), NVIDIA/open-gpu-kernel-modules, huggingface/tokenizers, huggingface/safetensors
-    # under /work/.mirror/<owner>+<name>/repo
+    # large to fetch), NVIDIA/open-gpu-kernel-modules, huggingface/tokenizers, huggingface/safetensors,
+    # pydantic/pydantic-core, NVIDIA/pyxis, ollama/ollama, kvcache-ai/Mooncake, ai-dynamo/nixl
+    # under /work/.mirror/<owner>+<name>/repo (ollama's and Mooncake's lack some large blobs: they
+    # are read blob by blob under GIT_PATHS)
     # Debian source packages (upstream tarballs, through apt's ordinary client, with a private
     # sources.list of `deb-src http://deb.debian.org/debian trixie main` and `... bookworm main`):
     # PyTorch's C++ (.cpp, .cu: the wheels carry only headers; the GitHub snapshot is over the
     # fetch limit), systemd (likewise), CPython (the runtime's own messages)
     mkdir -p /work/catalog-src/debian && cd /work/catalog-src/debian
     apt-get source --download-only pytorch=2.6.0+dfsg-7 systemd=257.13-1~deb13u1 \
-        systemd=252.39-1~deb12u2 python3.13=3.13.5-2+deb13u5   # only the .orig.tar.* are read
+        systemd=252.39-1~deb12u2 python3.13=3.13.5-2+deb13u5 slurm-wlm=22.05.8-4+deb12u3 \
+        slurm-wlm=24.11.5-4+deb13u1 gcc-14=14.2.0-13   # only the .orig.tar.* are read
+    # (a .dsc or .debian.tar.xz that 404s does not matter: the .orig.tar.* is what is read; gcc's
+    # holds upstream's gcc-14.2.0-dfsg.tar.xz, read as a stream for libstdc++-v3/libsupc++/)
 
 Step 2, build (offline, deterministic):
 
@@ -53,7 +59,10 @@ Apache-2.0; Ray Apache-2.0; LMCache Apache-2.0; aiohttp Apache-2.0; httpx BSD-3-
 Apache-2.0; NVIDIA container toolkit Apache-2.0; libnvidia-container Apache-2.0 (the library) with
 BSD parts; open-gpu-kernel-modules dual MIT/GPL-2.0; PyTorch's C++ sources (Debian's pytorch
 2.6.0+dfsg, the upstream v2.6.0 tree less non-free third-party parts) BSD-3-Clause; systemd
-LGPL-2.1-or-later (its src/core, src/systemctl, src/network are read); CPython PSF-2.0.
+LGPL-2.1-or-later (its src/core, src/systemctl, src/network are read); CPython PSF-2.0; Slurm
+GPL-2.0-or-later (with its OpenSSL linking exception); pyxis Apache-2.0; ollama MIT; Mooncake
+Apache-2.0; NIXL Apache-2.0; uvicorn BSD-3-Clause; GCC's libstdc++ GPL-3.0-or-later with the GCC
+Runtime Library Exception (only libsupc++'s terminate handler is read).
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -75,7 +85,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "triage" / "data" / "catalog.sqlite"
 WILDCARD = "<*>"
-CATALOG_FORMAT = "triage.catalog/2"  # 2: a site names its file by a row of `path` (size)
+# 2: a site names its file by a row of `path` (size); 3: no UNIQUE index on templates and paths
+# (the builder dedupes them; the lookup never searches by text), and the functions each Python
+# file defines, per release (a traceback frame names one)
+CATALOG_FORMAT = "triage.catalog/3"
 MIN_LITERAL = 10  # literal characters a template needs to say anything (fewer: dropped)
 MAX_TEMPLATE = 300  # characters kept of one template
 MAX_WILDCARDS = 8  # a template is cut after its 8th placeholder (the rest says little, costs much)
@@ -112,8 +125,9 @@ def normalise(parts: Iterable[str | None]) -> list[str]:
     return out
 
 
+# (`%m`: glibc's and Slurm's and systemd's strerror(errno) conversion)
 _PERCENT_RE = re.compile(
-    r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|P[A-Z0-9]+)?[diouxXeEfFgGcrsapnlu%]"
+    r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|P[A-Z0-9]+)?[diouxXeEfFgGcrsapnlum%]"
 )
 _BRACE_RE = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
 
@@ -566,6 +580,33 @@ _C_COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _C_CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "defined", "do", "else"}
 
 
+_ELSE_RE = re.compile(r"#[ \t]*(?:else|elif)\b")
+_COND_RE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif)\b", re.M)
+
+
+def _directive_end(src: str, start: int) -> int:
+    """The end of the preprocessor line at `start` (continued with backslashes); -1 at EOF."""
+    j = start
+    while True:
+        j = src.find("\n", j)
+        if j < 0 or src[j - 1] != "\\":
+            return j
+        j += 1
+
+
+def _endif_of(src: str, start: int) -> int:
+    """Just before the #endif that closes the conditional whose #else/#elif ends at `start`."""
+    depth = 0
+    for found in _COND_RE.finditer(src, start):
+        if found.group(1) != "endif":
+            depth += 1
+        elif depth == 0:
+            return found.start()
+        else:
+            depth -= 1
+    return len(src)
+
+
 @lru_cache(maxsize=2)
 def _c_functions(src: str) -> list[tuple[int, str]]:
     """(offset, enclosing function) at each '{' and '}' that changes the innermost function:
@@ -592,12 +633,11 @@ def _c_functions(src: str) -> list[tuple[int, str]]:
             i = n if j < 0 else j + 2
             continue
         if ch == "#" and (i == 0 or src[i - 1] == "\n"):
-            j = i
-            while True:
-                j = src.find("\n", j)
-                if j < 0 or src[j - 1] != "\\":
-                    break
-                j += 1
+            j = _directive_end(src, i)
+            if _ELSE_RE.match(src, i):
+                # only the first branch of an #if counts: `#ifdef X { ... #else { ...` would
+                # open two braces for one (CPython's dictobject.c)
+                j = _endif_of(src, j)
             i = n if j < 0 else j
             header_start = i
             continue
@@ -657,10 +697,58 @@ def _expand_macros(arg: str, macros: dict[str, str]) -> str:
 _MACRO_TOKEN_RE = re.compile(r"\b[A-Z_][A-Z0-9_]{2,}\b")
 
 
-def c_messages(src: str, macros: dict[str, str] | None = None) -> list[Message]:
+# Calls that are a log call only in one project (Slurm's `error()` is any C program's name):
+# project -> {call name: (kind, index of the format, style)}. Style "bare-stream": a macro with no
+# parentheses that a `<<` chain follows (NIXL's `NIXL_ERROR << ...`).
+PROJECT_C_CALLS: dict[str, dict[str, tuple[str, int, str]]] = {
+    # Slurm's log.c: error() and fatal() print "error: " / "fatal: " before the message
+    "slurm": {
+        "error": ("error()", 0, "printf"),
+        "fatal": ("fatal()", 0, "printf"),
+        "slurm_error": ("slurm_error", 0, "printf"),
+    },
+    # pyxis (a SPANK plugin) logs through Slurm's slurm_error(): "error: pyxis: ..."
+    "pyxis": {"slurm_error": ("slurm_error", 0, "printf")},
+    # the C++ runtime's verbose terminate handler (`terminate called after throwing ...`)
+    "libstdc++": {"fputs": ("fputs(stderr)", 0, "printf")},
+    "nixl": {
+        "NIXL_ERROR": ("NIXL_ERROR", 0, "bare-stream"),
+        "NIXL_WARN": ("NIXL_WARN", 0, "bare-stream"),
+    },
+}
+
+
+def _project_calls(src: str, calls: dict[str, tuple[str, int, str]]) -> list[Message]:
+    """The messages of one project's own log calls (PROJECT_C_CALLS)."""
+    out: list[Message] = []
+    names = "|".join(re.escape(k) for k in sorted(calls, key=len, reverse=True))
+    for call in re.finditer(rf"(?<![\w.>])({names})\s*(\(|<<)", src):
+        kind, index, style = calls[call.group(1)]
+        if style == "bare-stream":
+            if call.group(2) != "<<":
+                continue
+            parts = _stream_parts(src, call.end() - 2)
+        else:
+            if call.group(2) != "(":
+                continue
+            args, _ = _c_args(src, call.end())
+            fmt = _c_literal(args[index]) if len(args) > index else None
+            parts = _printf_parts(fmt) if fmt is not None else None
+        if parts is None:
+            continue
+        function = _bisect_mark(_c_functions(src), call.start())
+        line = src.count("\n", 0, call.start()) + 1
+        out.extend(Message(t, kind, function, line) for t in normalise(parts))
+    return out
+
+
+def c_messages(src: str, macros: dict[str, str] | None = None, project: str = "") -> list[Message]:
     """Every message of one C, C++ or CUDA file; `macros` are string macros of the release's
-    headers, put in place where an argument is one (CPython's NAME_ERROR_MSG)."""
+    headers, put in place where an argument is one (CPython's NAME_ERROR_MSG); `project` adds
+    that project's own log calls (PROJECT_C_CALLS)."""
     found: list[Message] = []
+    if project in PROJECT_C_CALLS:
+        found.extend(_project_calls(src, PROJECT_C_CALLS[project]))
     marks: list[tuple[int, str]] | None = None
     line_starts: list[int] | None = None
     own = string_macros(src) if "#" in src else {}
@@ -873,12 +961,25 @@ _GO_CALL_RE = re.compile(
 _GO_FUNC_RE = re.compile(r"^func\s+(?:\(\s*\w*\s*\*?(\w+)[^)]*\)\s*)?(\w+)", re.M)
 
 
+_GO_RETURN_RE = re.compile(r'\breturn\s+("(?:[^"\\\n]|\\.)*"|`[^`]*`)')
+
+
 def go_messages(src: str) -> list[Message]:
     out: list[Message] = []
     funcs = [
         (m.start(), f"{m.group(1)}.{m.group(2)}" if m.group(1) else m.group(2))
         for m in _GO_FUNC_RE.finditer(src)
     ]
+    # an error type's Error() method: the string literals it returns are the error's text
+    for i, (start, fname) in enumerate(funcs):
+        if not fname.endswith(".Error"):
+            continue
+        end = funcs[i + 1][0] if i + 1 < len(funcs) else len(src)
+        for ret in _GO_RETURN_RE.finditer(src, start, end):
+            lit = ret.group(1)
+            text = lit[1:-1] if lit.startswith("`") else _c_unescape(lit[1:-1])
+            line = src.count("\n", 0, ret.start()) + 1
+            out.extend(Message(t, "error", fname, line) for t in normalise(_go_verbs(text)))
     for call in _GO_CALL_RE.finditer(src):
         name = call.group(1)
         lit = call.group(2)
@@ -1160,6 +1261,64 @@ PROJECTS: dict[str, Project] = {
             r"^src/",
             exts=(".c", ".h"),
         ),
+        # Slurm (Debian's slurm-wlm source packages): the daemons, srun/sbatch, SPANK's plugin
+        # stack; pyxis (NVIDIA's SPANK plugin for containers, git snapshot)
+        Project(
+            "slurm",
+            "https://github.com/SchedMD/slurm",
+            "slurm-{release_dashed}-1",
+            r"^[^/]+/",
+            r"^src/(?:common|slurmd|srun|sbatch|salloc|api|plugins/(?:task|proctrack|gres|mpi|cgroup|switch))/",
+            exts=(".c",),
+        ),
+        Project(
+            "pyxis",
+            "https://github.com/NVIDIA/pyxis",
+            "v{release}",
+            r"^",
+            r"^[^/]+\.c$",
+            exts=(".c",),
+        ),
+        # ollama (Go): its CLI, server and GPU discovery
+        Project(
+            "ollama",
+            "https://github.com/ollama/ollama",
+            "v{release}",
+            r"^",
+            r"^(?:api|cmd|server|discover|gpu|llm|envconfig|runner)/",
+            exts=(".go",),
+        ),
+        # KV cache transfer engines of disaggregated serving (C++, glog / their own log macros)
+        Project(
+            "mooncake",
+            "https://github.com/kvcache-ai/Mooncake",
+            "v{release}",
+            r"^",
+            r"^mooncake-(?:transfer-engine|store)/(?:src|include)/",
+            exts=(".cpp", ".h"),
+        ),
+        Project(
+            "nixl",
+            "https://github.com/ai-dynamo/nixl",
+            "v{release}",
+            r"^",
+            r"^src/",
+            exts=(".cpp", ".h"),
+        ),
+        # GCC's C++ runtime (its terminate handler prints the uncaught exception's type), from
+        # Debian's gcc source package (the upstream tarball inside its .orig.tar)
+        Project(
+            "libstdc++",
+            "https://github.com/gcc-mirror/gcc",
+            "releases/gcc-{release}",
+            r"^[^/]+/",
+            r"^libstdc\+\+-v3/libsupc\+\+/",
+            exts=(".cc",),
+        ),
+        # the ASGI server of vLLM's and SGLang's HTTP front ends
+        Project(
+            "uvicorn", "https://github.com/encode/uvicorn", "{release}", r"^[^/]+/", r"^uvicorn/"
+        ),
         Project(
             "open-gpu-kernel-modules",
             "https://github.com/NVIDIA/open-gpu-kernel-modules",
@@ -1171,6 +1330,14 @@ PROJECTS: dict[str, Project] = {
             exts=(".c", ".h"),
         ),
     )
+}
+
+# Snapshots read through `git ls-tree` + `git cat-file` under these directories only (their
+# large test data and media blobs are absent from the snapshot, which `git archive` refuses).
+GIT_PATHS: dict[str, tuple[str, ...]] = {
+    "ollama": ("api", "cmd", "server", "discover", "gpu", "llm", "envconfig", "runner"),
+    "mooncake": ("mooncake-transfer-engine", "mooncake-store"),
+    "nixl": ("src",),
 }
 
 # Git snapshots: project -> (mirror directory name, [(ref, release name)]).
@@ -1203,6 +1370,10 @@ GIT_SOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ),
     "pydantic-core": ("pydantic+pydantic-core", [(f"v{v}", v) for v in ("2.33.2", "2.41.5")]),
     "tokenizers": ("huggingface+tokenizers", [("HEAD", "HEAD")]),
+    "pyxis": ("NVIDIA+pyxis", [(f"v{v}", v) for v in ("0.11.0", "0.16.1", "0.20.0", "0.24.0")]),
+    "ollama": ("ollama+ollama", [(f"v{v}", v) for v in ("0.1.48", "0.5.13", "0.12.11", "0.32.15")]),
+    "mooncake": ("kvcache-ai+Mooncake", [(f"v{v}", v) for v in ("0.3.5", "0.3.12.post1")]),
+    "nixl": ("ai-dynamo+nixl", [(f"v{v}", v) for v in ("1.0.0", "1.4.0")]),
     "safetensors": ("huggingface+safetensors", [("HEAD", "HEAD")]),
 }
 
@@ -1223,6 +1394,7 @@ _DIST_PROJECT = {
     "aiohttp": "aiohttp",
     "httpx": "httpx",
     "openai": "openai",
+    "uvicorn": "uvicorn",
 }
 
 
@@ -1250,6 +1422,29 @@ def archive_files(path: Path) -> Iterator[tuple[str, bytes]]:
                         yield member.name, fh.read()
 
 
+def nested_archive_files(path: Path, inner: str, wanted: str) -> Iterator[tuple[str, bytes]]:
+    """The members under `wanted` of the tarball `inner` inside the tarball `path` (Debian's gcc
+    .orig.tar holds upstream's tarball), read as a stream: nothing is unpacked to disk."""
+    with tarfile.open(path) as outer:
+        for member in outer:
+            if not (member.isfile() and re.search(inner, member.name)):
+                continue
+            fh = outer.extractfile(member)
+            if fh is None:
+                continue
+            with tarfile.open(fileobj=fh, mode="r|*") as tf:
+                for item in tf:
+                    if (
+                        item.isfile()
+                        and item.size <= MAX_FILE_BYTES
+                        and re.search(wanted, item.name)
+                        and Path(item.name).suffix in EXTRACTORS
+                    ):
+                        data = tf.extractfile(item)
+                        if data is not None:
+                            yield item.name, data.read()
+
+
 def git_files(git_dir: Path, ref: str) -> Iterator[tuple[str, bytes]]:
     """Every file of one commit of a bare git directory, through `git archive` (nothing checked out)."""
     data = subprocess.run(
@@ -1269,6 +1464,31 @@ def git_files(git_dir: Path, ref: str) -> Iterator[tuple[str, bytes]]:
                     yield member.name, fh.read()
 
 
+def git_tree_files(git_dir: Path, ref: str, paths: tuple[str, ...]) -> Iterator[tuple[str, bytes]]:
+    """The files of one commit under `paths`, blob by blob (a blob absent from the snapshot is
+    skipped), in tree order."""
+    listing = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", "-l", ref, "--", *paths],
+        check=True,
+        capture_output=True,
+    ).stdout.decode("utf-8", "replace")
+    wanted: list[tuple[str, str]] = []
+    for entry in listing.split("\0"):
+        if not entry:
+            continue
+        meta, name = entry.split("\t", 1)
+        _mode, kind, sha, size = meta.split()
+        small = kind == "blob" and size != "-" and int(size) <= MAX_FILE_BYTES
+        if small and Path(name).suffix in EXTRACTORS:
+            wanted.append((name, sha))
+    for name, sha in wanted:
+        blob = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "cat-file", "blob", sha], capture_output=True
+        )
+        if blob.returncode == 0:
+            yield name, blob.stdout
+
+
 @dataclass(frozen=True)
 class Release:
     project: str
@@ -1285,7 +1505,15 @@ def _version_key(text: str) -> tuple[object, ...]:
 _DEB_RE = re.compile(
     r"^(?P<name>[a-z0-9.+-]+?)_(?P<version>[0-9][\w.~]*?)(?:\+dfsg)?\.orig\.tar\.(?:xz|gz)$"
 )
-_DEB_PROJECT = {"pytorch": "torch-cpp", "systemd": "systemd", "python3.13": "cpython"}
+_DEB_PROJECT = {
+    "pytorch": "torch-cpp",
+    "systemd": "systemd",
+    "python3.13": "cpython",
+    "slurm-wlm": "slurm",
+    "gcc-14": "libstdc++",
+}
+# Debian tarballs that hold the upstream tarball itself (gcc): (inner tarball, paths to read)
+_DEB_NESTED = {"libstdc++": (r"^[^/]+/gcc-[0-9.]+-dfsg\.tar\.xz$", r"/libstdc\+\+-v3/libsupc\+\+/")}
 
 
 def discover(
@@ -1299,9 +1527,12 @@ def discover(
             project = _DEB_PROJECT.get(deb["name"]) if deb else None
             if deb is None or project is None or (only and project not in only):
                 continue
-            releases.append(
-                Release(project, deb["version"], partial(archive_files, path), path.name)
+            reader = (
+                partial(nested_archive_files, path, *_DEB_NESTED[project])
+                if project in _DEB_NESTED
+                else partial(archive_files, path)
             )
+            releases.append(Release(project, deb["version"], reader, path.name))
     if pypi is not None and pypi.is_dir():
         for path in sorted(pypi.iterdir()):
             found = _DIST_RE.match(path.name)
@@ -1338,14 +1569,12 @@ def discover(
                     continue
                 commit = ok.stdout.strip()
                 release = commit[:12] if name == "HEAD" else name
-                releases.append(
-                    Release(
-                        project,
-                        release,
-                        partial(git_files, git_dir, ref),
-                        f"{mirror}@{commit}",
-                    )
+                reader = (
+                    partial(git_tree_files, git_dir, ref, GIT_PATHS[project])
+                    if project in GIT_PATHS
+                    else partial(git_files, git_dir, ref)
                 )
+                releases.append(Release(project, release, reader, f"{mirror}@{commit}"))
     releases.sort(key=lambda r: (r.project, _version_key(r.release)))
     return releases, notes
 
@@ -1376,14 +1605,14 @@ SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE project (name TEXT PRIMARY KEY, repo TEXT NOT NULL, tag TEXT NOT NULL,
     repo_prefix TEXT NOT NULL, releases TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE message (id INTEGER PRIMARY KEY, template TEXT NOT NULL UNIQUE, anchor TEXT NOT NULL,
+CREATE TABLE message (id INTEGER PRIMARY KEY, template TEXT NOT NULL, anchor TEXT NOT NULL,
     literal INTEGER NOT NULL);
-CREATE TABLE path (id INTEGER PRIMARY KEY, file TEXT NOT NULL UNIQUE);
+CREATE TABLE path (id INTEGER PRIMARY KEY, file TEXT NOT NULL);
 CREATE TABLE site (message INTEGER NOT NULL, project TEXT NOT NULL, path INTEGER NOT NULL,
     function TEXT NOT NULL, kind TEXT NOT NULL, releases INTEGER NOT NULL, lines TEXT NOT NULL,
     PRIMARY KEY (message, project, path, function, kind)) WITHOUT ROWID;
 CREATE TABLE file (project TEXT NOT NULL, file TEXT NOT NULL, releases INTEGER NOT NULL,
-    PRIMARY KEY (project, file)) WITHOUT ROWID;
+    functions BLOB NOT NULL, PRIMARY KEY (project, file)) WITHOUT ROWID;
 CREATE INDEX message_anchor ON message (anchor);
 """
 
@@ -1414,16 +1643,35 @@ def literal_length(template: str) -> int:
 
 Sites = dict[tuple[str, str, str, str, str], dict[str, int]]
 Files = dict[tuple[str, str], set[str]]
+Functions = dict[tuple[str, str], dict[str, set[str]]]
+_PY_DEF_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)", re.M)
+
+
+def python_functions(source: str) -> set[str]:
+    """The names a traceback frame can show for code of this file: every def and class."""
+    return set(_PY_DEF_RE.findall(source))
+
+
+def functions_blob(names: dict[str, set[str]], releases: list[str], file_mask: int) -> bytes:
+    """The functions of one file as zlib'd lines `name` (defined in every release that ships the
+    file) or `name<TAB>mask` (only in the releases of the mask); sorted, so the bytes are stable."""
+    lines = []
+    for name in sorted(names):
+        mask = _mask(releases, names[name])
+        lines.append(name if mask == file_mask else f"{name}\t{mask}")
+    return zlib.compress("\n".join(lines).encode(), 9)
 
 
 def collect(
     releases: list[Release], log: Callable[[str], None]
-) -> tuple[Sites, dict[str, list[str]], Files]:
-    """{(template, project, file, function, kind): {release: line}}, {project: [releases]} and
-    {(project, file): releases} (every source file read: a traceback frame names one)."""
+) -> tuple[Sites, dict[str, list[str]], Files, Functions]:
+    """{(template, project, file, function, kind): {release: line}}, {project: [releases]},
+    {(project, file): releases} (every source file read: a traceback frame names one) and
+    {(project, file): {function: releases}}."""
     sites: Sites = {}
     order: dict[str, list[str]] = {}
     files: Files = {}
+    functions: Functions = {}
     for rel in releases:
         project = PROJECTS[rel.project]
         order.setdefault(rel.project, []).append(rel.release)
@@ -1446,9 +1694,12 @@ def collect(
             link_path = project.repo_prefix + path
             if suffix == ".py":  # the file table serves traceback frames: Python files only
                 files.setdefault((rel.project, link_path), set()).add(rel.release)
+                defined = functions.setdefault((rel.project, link_path), {})
+                for fname in python_functions(text):
+                    defined.setdefault(fname, set()).add(rel.release)
             extract = EXTRACTORS[suffix]
             if extract is c_messages:
-                messages = c_messages(text, macros)
+                messages = c_messages(text, macros, rel.project)
             elif extract is rust_messages:
                 messages = rust_messages(text, project.rust_formats)
             else:
@@ -1459,7 +1710,7 @@ def collect(
                 lines.setdefault(rel.release, msg.line)
                 count += 1
         log(f"{rel.project} {rel.release}: {count} messages from {rel.origin}")
-    return sites, order, files
+    return sites, order, files, functions
 
 
 def _mask(releases: list[str], present: Iterable[str]) -> int:
@@ -1468,7 +1719,12 @@ def _mask(releases: list[str], present: Iterable[str]) -> int:
 
 
 def write(
-    out: Path, sites: Sites, order: dict[str, list[str]], files: Files, origins: list[str]
+    out: Path,
+    sites: Sites,
+    order: dict[str, list[str]],
+    files: Files,
+    origins: list[str],
+    functions: Functions | None = None,
 ) -> dict[str, int]:
     """A fresh SQLite file with rows in sorted order: the same inputs give the same bytes."""
     tmp = out.with_suffix(".tmp")
@@ -1499,10 +1755,12 @@ def write(
         )
     rows.sort()
     conn.executemany("INSERT INTO site VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-    conn.executemany(
-        "INSERT INTO file VALUES (?, ?, ?)",
-        sorted((p, f, _mask(order[p], rels)) for (p, f), rels in files.items()),
-    )
+    file_rows = []
+    for (p, f), rels in sorted(files.items()):
+        mask = _mask(order[p], rels)
+        blob = functions_blob((functions or {}).get((p, f), {}), order[p], mask)
+        file_rows.append((p, f, mask, blob))
+    conn.executemany("INSERT INTO file VALUES (?, ?, ?, ?)", file_rows)
     conn.executemany(
         "INSERT INTO project VALUES (?, ?, ?, ?, ?)",
         sorted(
@@ -1531,8 +1789,8 @@ def write(
 
 
 def build(releases: list[Release], out: Path, log: Callable[[str], None] = print) -> dict[str, int]:
-    sites, order, files = collect(releases, log)
-    return write(out, sites, order, files, [r.origin for r in releases])
+    sites, order, files, functions = collect(releases, log)
+    return write(out, sites, order, files, [r.origin for r in releases], functions)
 
 
 def main(argv: list[str] | None = None) -> int:

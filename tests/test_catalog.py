@@ -100,6 +100,26 @@ def test_templates_turn_placeholders_into_wildcards(built: Path) -> None:
         rows["Unable to load the tokenizer from file <*>: not a tokenizer.json"][0] == "tokenizers"
     )
     assert rows["Error while attempting to build the tokenizer from <*>"][3] == "PyException"
+    # a project's own log calls: Slurm's error(), pyxis' slurm_error(), NIXL's streamed macro,
+    # the C++ runtime's fputs; a Go error type's Error() method; `p->ops.error(...)` is no call
+    # of Slurm's log, nor a Go return outside an Error method a message
+    assert rows["spank: required plugin <*>: <*>() failed with rc=<*>"] == (
+        "slurm",
+        "src/common/spank.c",
+        "run_plugin_stack",
+        "error()",
+    )
+    assert rows["pyxis: child <*> failed with error code: <*>"][3] == "slurm_error"
+    # an #ifdef/#else whose branches each open a brace does not shift the functions after it
+    assert rows["spank: plugin stack of <*> went away"][2] == "after_the_branches"
+    assert rows["UCX endpoint create failed: <*>"][2:] == ("Worker::connect", "NIXL_ERROR")
+    assert rows["terminate called after throwing an instance of '"][3] == "fputs(stderr)"
+    assert rows["something went wrong, please see the ollama server logs for details"][2:] == (
+        "ServerFailure.Error",
+        "error",
+    )
+    assert "not a log call of this project at all" not in rows
+    assert "a return outside an Error method is not a message" not in rows
     # the data holds message texts and locations, never code
     assert not any("raise " in t or "WARN(" in t for t in rows)
 
@@ -198,7 +218,8 @@ def test_bare_assertion_located_by_its_traceback(
         "unify",
         26,
     )
-    assert src["kind"] == "AssertionError (traceback frame)" and src["releases"] == "0.10.0-0.11.2"
+    # the file is in both releases, the function only in 0.10.0 (the function index)
+    assert src["kind"] == "AssertionError (traceback frame)" and src["releases"] == "0.10.0"
 
 
 def test_cut_traceback_located_by_its_innermost_frame(
@@ -222,6 +243,72 @@ def test_cut_traceback_located_by_its_innermost_frame(
     assert (src.file, src.function) == ("vllm/v1/core/kv_cache_utils.py", "unify")
     assert src.kind == "traceback cut (innermost frame)"
     assert located[0].evidence[0].line == 1
+
+
+def test_top_of_a_cut_traceback_located_by_the_frames_below_it(
+    fixture_catalog: Path, tmp_path: Path
+) -> None:
+    """A source line (or its ^^^^ markers) at the very top of a cut traceback has no frame above
+    it: the traceback below it is located by its innermost frame in a catalogued file (a user's
+    script below that is skipped). Near miss: a source line with no frame below stays
+    unrecognized."""
+    engine = Engine(KnowledgeBase([]))
+    head = "ERROR 01-02 03:04:05 [core.py:9]     groups = plan(self.config, specs)\n"
+    body = (
+        'ERROR 01-02 03:04:05 [core.py:9]   File "/usr/lib/python3.12/site-packages/vllm/v1/core/'
+        'kv_cache_utils.py", line 26, in unify\n'
+        "ERROR 01-02 03:04:05 [core.py:9]     run_user_hook(specs)\n"
+        'ERROR 01-02 03:04:05 [core.py:9]   File "/home/me/hooks.py", line 3, in run_user_hook\n'
+        "ERROR 01-02 03:04:05 [core.py:9]     raise SystemExit(3)\n"
+    )
+    report = engine.run([str(_write(tmp_path, head + body))])
+    located = [h for h in report.hypotheses if h.basis == "located"]
+    assert located and located[0].evidence[0].line == 1
+    src = located[0].source
+    assert src is not None
+    assert (src.file, src.function, src.kind) == (
+        "vllm/v1/core/kv_cache_utils.py",
+        "unify",
+        "traceback cut (innermost frame)",
+    )
+    assert src.releases == "0.10.0"  # the function index: only 0.10.0 defines unify
+    alone = engine.run([str(_write(tmp_path, head))])
+    assert all(h.basis != "located" for h in alone.hypotheses)
+
+
+def test_ipython_frames_and_src_layout_paths(fixture_catalog: Path, tmp_path: Path) -> None:
+    """IPython's frame line (`File /path/x.py:12, in f(args)`) is a frame too, far below its
+    `Traceback (most recent call last)` head; a frame whose function the file defines in no
+    catalogued release is not located; a repository's prefix that the installed path lacks is found
+    (CPython's Lib/ here; transformers' and openai's src/ the same way)."""
+    engine = Engine(KnowledgeBase([]))
+    text = (
+        "SomeError                                 Traceback (most recent call last)\n"
+        "Cell In[3], line 2\n"
+        "      1 import vllm\n"
+        "----> 2 run()\n"
+        "\n"
+        "File /opt/conda/lib/python3.11/site-packages/vllm/v1/core/kv_cache_utils.py:40, in "
+        "gone_helper(x)\n"
+        "     38 def gone_helper(x):\n"
+        "---> 40     return x()\n"
+    )
+    report = engine.run([str(_write(tmp_path, text.replace("gone_helper", "unify")))])
+    located = [h for h in report.hypotheses if h.basis == "located"]
+    assert located and located[0].source is not None
+    src = located[0].source
+    assert (src.file, src.function, src.releases) == (
+        "vllm/v1/core/kv_cache_utils.py",
+        "unify",
+        "0.10.0",
+    )
+    # near miss: no catalogued release of the file defines gone_helper: nothing to cite
+    report = engine.run([str(_write(tmp_path, text))])
+    assert all(h.basis != "located" for h in report.hypotheses) and report.unrecognized
+    cat = open_catalog(fixture_catalog)
+    assert cat is not None
+    found = cat.store.files_ending(["importlib/_bootstrap.py"])  # CPython's Lib/
+    assert found is not None and found[1] == "Lib/importlib/_bootstrap.py"
 
 
 def test_near_miss_cut_traceback_after_a_diagnosis_is_its_tail(
@@ -272,7 +359,7 @@ def test_frame_pattern_is_the_catalogs(kb: KnowledgeBase) -> None:
 
 def test_layer_table_is_documented() -> None:
     doc = (ROOT / "docs" / "catalog.md").read_text()
-    rows = re.findall(r"^\| `([\w-]+)` \| (`[^`]*`|any) \| (\w+) \| (.+?) \|$", doc, re.M)
+    rows = re.findall(r"^\| `([\w+-]+)` \| (`[^`]*`|any) \| (\w+) \| (.+?) \|$", doc, re.M)
     documented = [
         (p, "" if rx == "any" else rx.strip("`").replace("\\|", "|"), layer, why)
         for p, rx, layer, why in rows

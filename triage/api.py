@@ -50,7 +50,10 @@ FORMAT_SAMPLE_LINES = 200
 # Traceback frame lines: the message catalog locates a bare exception line by its innermost frame.
 # (The pattern is a literal of triage.catalog.frames, repeated so a run imports that package only
 # when a line needs locating; a test keeps the two equal.)
-CATALOG_FRAME = ("catalog-frame", r'File "[^"\n]{1,400}", line [0-9]+, in ')
+CATALOG_FRAME = (
+    "catalog-frame",
+    r'File "[^"\n]{1,400}", line [0-9]+, in |File [^"\s][^\n]{0,400}?\.py:[0-9]+, in ',
+)
 
 
 def load_kb(root: Path | None = None) -> KnowledgeBase:

@@ -24,9 +24,10 @@ from triage.catalog.applies import (
 )
 from triage.catalog.frames import (
     FRAME_PATTERN,
+    Frame,
+    chain_after,
     exception_class,
     frame_above,
-    innermost_after,
     innermost_frame,
     is_source_line,
     locate_frame,
@@ -197,20 +198,39 @@ class Catalog:
         located by its template (the raise statement is that template's site)."""
         text = line.message or line.text or line.raw
         stream = process_key(line)
+        bare = f"{line.input}|-"
         if TRACEBACK_HEAD in text:
             # a traceback cut before its exception line: where it was when the text stopped
-            cut = innermost_after(frames, stream, f"{line.input}|-", line.number)
-            if cut is None:
-                return None
-            return self._at_frame(cut, "", "traceback cut (innermost frame)", text, facts)
+            return self._in_chain(
+                chain_after(frames, stream, bare, line.number, exceptions), text, facts
+            )
         frame = own_frame(text)
         if frame is not None:
             return self._at_frame(frame, "", "traceback frame", text, facts)
         if not is_source_line(line.text or line.raw, text):
             return None
-        frame = frame_above(frames, stream, f"{line.input}|-", line.number)
+        frame = frame_above(frames, stream, bare, line.number)
         if frame is not None:
             return self._at_frame(frame, "", "traceback source line", text, facts)
+        raised = self._raise_below(line, text, stream, exceptions, facts)
+        if raised is not None:
+            return raised
+        # the top of a cut traceback (its own frame is above the cut): the traceback the
+        # following frames show, located by its innermost catalogued frame
+        return self._in_chain(
+            chain_after(frames, stream, bare, line.number, exceptions), text, facts
+        )
+
+    def _raise_below(
+        self,
+        line: Line,
+        text: str,
+        stream: str,
+        exceptions: Sequence[tuple[str, int, str]],
+        facts: dict[str, Any],
+    ) -> Located | None:
+        """A `raise X(` line by the exception line of class X at most three lines below it, when
+        a template raised as X locates that line (the raise statement is the template's site)."""
         raised = raised_class(text)
         below = [
             exc_text
@@ -227,9 +247,21 @@ class Catalog:
             return None
         return Located(text, found.match, found.source, found.layer, found.layer_why)
 
+    def _in_chain(self, chain: Sequence[Frame], text: str, facts: dict[str, Any]) -> Located | None:
+        """A line of a traceback cut before its exception line, located by the innermost frame
+        of the chain (innermost first) whose file is catalogued: a user's script or an
+        uncatalogued library below it says nothing the catalog can cite, the library frame
+        above it is where the failure passed through (a frame whose function no catalogued
+        release of its file defines is not catalogued either)."""
+        for frame in chain:
+            found = self._at_frame(frame, "", CUT_KIND, text, facts)
+            if found is not None:
+                return found
+        return None
+
     def _at_frame(
         self,
-        frame: re.Match[str],
+        frame: Frame,
         exception: str,
         kind: str,
         text: str,
@@ -239,7 +271,11 @@ class Catalog:
         if site is None:
             return None
         info = self.store.projects[site.project]
-        as_site = Site("", 0, site.project, site.file, site.function, kind, site.releases, ())
+        as_site = Site("", 0, site.project, site.file, site.function, kind, site.releases, "")
+        if site.defined is False:
+            # no catalogued release of the file defines the frame's function: the log's copy is
+            # another release, and no release the catalog could cite has that code
+            return None
         version = facts.get(_version_fact(site.project))
         shipped = [r for i, r in enumerate(info.releases) if site.releases >> i & 1]
         release = str(version) if version else (shipped[-1] if shipped else "")
@@ -337,7 +373,8 @@ def by_frame(kind: str) -> bool:
     return kind.endswith("(traceback frame)") or kind in FRAME_KINDS
 
 
-FRAME_KINDS = ("traceback frame", "traceback source line")
+CUT_KIND = "traceback cut (innermost frame)"
+FRAME_KINDS = ("traceback frame", "traceback source line", CUT_KIND)
 
 
 def locate(

@@ -120,6 +120,30 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("aiohttp", r"", "harness", "HTTP client and server library of benchmark clients and proxies"),
     ("httpx", r"", "harness", "HTTP client of benchmark and SDK clients"),
     ("openai", r"", "harness", "the OpenAI SDK: the client side of a request"),
+    ("uvicorn", r"", "engine", "the ASGI server of the engine's HTTP front end"),
+    (
+        "libstdc++",
+        r"",
+        "engine",
+        "the C++ runtime ending a process on an uncaught exception: the process that threw it",
+    ),
+    ("slurm", r"", "node", "the cluster's job launcher: steps, SPANK plugins, node daemons"),
+    ("pyxis", r"", "node", "Slurm's container plugin (enroot images, namespaces): the host"),
+    ("ollama", r"", "engine", "ollama's CLI, server and GPU discovery: the engine itself"),
+    (
+        "mooncake",
+        r"transport|rdma|tcp",
+        "node",
+        "RDMA and TCP transports of KV cache transfer: the network",
+    ),
+    ("mooncake", r"", "engine", "KV cache transfer between prefill and decode instances"),
+    (
+        "nixl",
+        r"plugins/(?:ucx|libfabric|gds|posix)",
+        "node",
+        "UCX, fabric and storage back ends: the network and the host",
+    ),
+    ("nixl", r"", "engine", "KV cache transfer between prefill and decode instances"),
 )
 
 _COMPILED = tuple((p, re.compile(rx), layer, why) for p, rx, layer, why in LAYER_RULES)

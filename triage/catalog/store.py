@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +24,12 @@ _MAX_PARAMS = 400
 class ProjectInfo:
     name: str
     repo: str  # https://github.com/owner/name
-    tag: str  # release -> tag, e.g. "v{release}"
+    tag: str  # release -> tag, e.g. "v{release}" (Slurm's "slurm-{release_dashed}-1": 24-11-5)
     repo_prefix: str
     releases: tuple[str, ...]  # catalogued releases, oldest first (bit i of Site.releases)
 
     def url(self, release: str, path: str, line: int) -> str:
-        tag = self.tag.format(release=release)
+        tag = self.tag.format(release=release, release_dashed=release.replace(".", "-"))
         return f"{self.repo}/blob/{tag}/{path}#L{line}"
 
 
@@ -43,11 +44,13 @@ class Site:
     function: str
     kind: str
     releases: int  # bit mask over ProjectInfo.releases
-    lines: tuple[int, ...]  # the line in each release of the mask, in order
+    # the line in each release of the mask, in order, as stored ("12,40"): parsed only for the
+    # few sites that win (a lookup loads thousands of candidates)
+    lines: str
 
     def release_lines(self, info: ProjectInfo) -> list[tuple[str, int]]:
         out = []
-        lines = iter(self.lines)
+        lines = (int(x) for x in self.lines.split(",") if x)
         for i, rel in enumerate(info.releases):
             if self.releases >> i & 1:
                 out.append((rel, next(lines, 0)))
@@ -66,12 +69,21 @@ class CatalogStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        self._functions_column: bool | None = None
         self.projects = {
             name: ProjectInfo(name, repo, tag, prefix, tuple(r for r in rels.split(",") if r))
             for name, repo, tag, prefix, rels in self.conn.execute(
                 "SELECT name, repo, tag, repo_prefix, releases FROM project"
             )
         }
+
+    @property
+    def _has_functions(self) -> bool:
+        """Format 3 and later: the file table holds each file's functions."""
+        if self._functions_column is None:
+            columns = {row[1] for row in self.conn.execute("PRAGMA table_info(file)")}
+            self._functions_column = "functions" in columns
+        return self._functions_column
 
     def meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
@@ -97,25 +109,13 @@ class CatalogStore:
         """Every template one function of one project prints (its rewordings across releases)."""
         return self._sites("s.project = ? AND s.function = ?", [project, function])
 
-    def sites_of(self, project: str) -> list[Site]:
-        """Every site of one project (the applies_to derivation scans them all with a pattern)."""
-        return self._sites("s.project = ?", [project])
-
-    def file_releases(self, project: str, file: str) -> int:
-        """The release mask of one catalogued source file (0: not in the file table, which holds
-        the Python files)."""
-        row = self.conn.execute(
-            "SELECT releases FROM file WHERE project = ? AND file = ?", (project, file)
-        ).fetchone()
-        return int(row[0]) if row else 0
-
     def files_ending(self, suffixes: list[str]) -> tuple[str, str, int] | None:
         """(project, file, release mask) of the longest catalogued path among these suffixes of a
         path (a repository path may have a prefix the installed one lacks: SGLang's python/)."""
-        # SGLang's and Triton's python/, CPython's Lib/ (a frame in /usr/lib/python3.12/json/...)
-        names = sorted({p for s in suffixes if "/" in s for p in (s, f"python/{s}", f"Lib/{s}")})[
-            :_MAX_PARAMS
-        ]
+        # SGLang's and Triton's python/, CPython's Lib/ (a frame in /usr/lib/python3.12/json/...),
+        # the src/ of transformers, huggingface_hub and openai
+        prefixes = ("", "python/", "Lib/", "src/")
+        names = sorted({p + s for s in suffixes if "/" in s for p in prefixes})[:_MAX_PARAMS]
         if not names:
             return None
         marks = ",".join("?" * len(names))
@@ -126,6 +126,23 @@ class CatalogStore:
         ).fetchall()
         return (str(rows[0][0]), str(rows[0][1]), int(rows[0][2])) if rows else None
 
+    def functions_of(self, project: str, file: str) -> dict[str, int] | None:
+        """{function: release mask} of the functions one catalogued Python file defines (-1: in
+        every release that ships the file); None when the catalog has no function index."""
+        if not self._has_functions:
+            return None
+        row = self.conn.execute(
+            "SELECT functions FROM file WHERE project = ? AND file = ?", (project, file)
+        ).fetchone()
+        if row is None:
+            return None
+        out: dict[str, int] = {}
+        for entry in zlib.decompress(row[0]).decode().split("\n"):
+            if entry:
+                name, _, mask = entry.partition("\t")
+                out[name] = int(mask) if mask else -1
+        return out
+
     def _sites(self, where: str, params: list[str]) -> list[Site]:
         rows = self.conn.execute(
             "SELECT m.template, m.literal, s.project, p.file, s.function, s.kind, s.releases, "
@@ -133,10 +150,7 @@ class CatalogStore:
             f"WHERE {where} ORDER BY m.id, s.project, p.file, s.function, s.kind",
             params,
         )
-        return [
-            Site(t, lit, p, f, fn, k, mask, tuple(int(x) for x in lines.split(",") if x))
-            for t, lit, p, f, fn, k, mask, lines in rows
-        ]
+        return [Site(t, lit, p, f, fn, k, mask, lines) for t, lit, p, f, fn, k, mask, lines in rows]
 
     def close(self) -> None:
         self.conn.close()

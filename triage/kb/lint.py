@@ -314,6 +314,13 @@ SWEEP_EXPLAINED: dict[tuple[str, str], str] = {
     "placeholder is the 'User-specified max_model_len' text the decisive pattern matches",
     ("vllm-mistral-tokenizer-mode-mismatch", "Found <*> files matching the pattern"): "the pattern "
     "is for zero tekken files; more than one file is another failure of the same function",
+    ("dynamo-etcd-connect-failed", "Failed to connect to master"): "the example is Dynamo's own "
+    "line (Rust, not catalogued); Mooncake's store client prints the same words for its own etcd "
+    "and, beside them, its master connection failure: another program's sibling, not a rewording",
+    ("pyxis-container-start-failed", "pyxis: failed to create container filesystem"): "a sibling "
+    "failure of pyxis 0.24's enroot_container_create (an image already imported, or a squashfs "
+    "file, whose filesystem could not be made); the import failure's wording there only gains "
+    "': <image>', which the decisive pattern matches",
 }
 
 
