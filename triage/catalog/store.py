@@ -109,6 +109,18 @@ class CatalogStore:
         """Every template one function of one project prints (its rewordings across releases)."""
         return self._sites("s.project = ? AND s.function = ?", [project, function])
 
+    def sites_of(self, project: str) -> list[Site]:
+        """Every site of one project (the applies_to derivation scans them all with a pattern)."""
+        return self._sites("s.project = ?", [project])
+
+    def file_releases(self, project: str, file: str) -> int:
+        """The release mask of one catalogued source file (0: not in the file table, which holds
+        the Python files)."""
+        row = self.conn.execute(
+            "SELECT releases FROM file WHERE project = ? AND file = ?", (project, file)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
     def files_ending(self, suffixes: list[str]) -> tuple[str, str, int] | None:
         """(project, file, release mask) of the longest catalogued path among these suffixes of a
         path (a repository path may have a prefix the installed one lacks: SGLang's python/)."""
