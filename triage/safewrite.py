@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,6 +67,8 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     """Write `data` to `path` through a temporary file beside it and `os.replace`."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # only a write needs it (it imports `random`: ~10 ms of a run's start-up)
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
