@@ -125,7 +125,7 @@ class CatalogStore:
         """(project, file, release mask) of the longest catalogued path among these suffixes of a
         path (a repository path may have a prefix the installed one lacks: SGLang's python/)."""
         # SGLang's and Triton's python/, CPython's Lib/ (a frame in /usr/lib/python3.12/json/...),
-        # the src/ of transformers, huggingface_hub and openai
+        # the src/ of transformers, huggingface_hub, openai, accelerate, diffusers and AutoGen
         prefixes = ("", "python/", "Lib/", "src/")
         names = sorted({p + s for s in suffixes if "/" in s for p in prefixes})[:_MAX_PARAMS]
         if not names:
