@@ -21,7 +21,8 @@ Step 1, download (the only step that needs a network; everything lands outside t
     pip download --no-deps --no-binary :all: transformers==4.57.1 huggingface_hub==0.36.0 \
         xgrammar==0.1.25 aiohttp==3.13.2 httpx==0.28.1 openai==2.8.1 uvicorn==0.38.0
     pip download --no-deps --no-binary :all: transformers==4.45.2   # vLLM 0.6's transformers
-    pip download --no-deps --no-binary :all: accelerate==1.15.0 diffusers==0.42.1 gguf==0.19.0 \
+    pip download --no-deps --no-binary :all: accelerate==1.15.0 accelerate==0.30.1 \
+        diffusers==0.42.1 diffusers==0.35.2 gguf==0.19.0 \
         autogen-agentchat==0.7.5 autogen-ext==0.7.5 autogen-core==0.7.5
     pip download --no-deps --only-binary :all: --python-version 3.12 litellm==1.110.2  # sdist: a build
     pip download --no-deps --only-binary :all: --python-version 3.12 \
@@ -1361,7 +1362,7 @@ PROJECTS: dict[str, Project] = {
             # its core, its exception mapping, the router and the OpenAI-compatible provider paths
             # (all of its 100-odd providers cost 2 MB; these are what an inference server meets)
             r"^litellm/(?!.*enterprise)(?:[^/]+\.py$|litellm_core_utils/|router_utils/|"
-            r"llms/(?:openai|openai_like|hosted_vllm|custom_httpx|base_llm|ollama)/)",
+            r"llms/(?:openai|openai_like|vllm|hosted_vllm|custom_httpx|base_llm|ollama)/)",
         ),
         Project(
             "autogen-agentchat",
