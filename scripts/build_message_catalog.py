@@ -21,6 +21,10 @@ Step 1, download (the only step that needs a network; everything lands outside t
     pip download --no-deps --no-binary :all: transformers==4.57.1 huggingface_hub==0.36.0 \
         xgrammar==0.1.25 aiohttp==3.13.2 httpx==0.28.1 openai==2.8.1 uvicorn==0.38.0
     pip download --no-deps --no-binary :all: transformers==4.45.2   # vLLM 0.6's transformers
+    pip download --no-deps --no-binary :all: accelerate==1.15.0 accelerate==0.30.1 \
+        diffusers==0.42.1 diffusers==0.35.2 gguf==0.19.0 \
+        autogen-agentchat==0.7.5 autogen-ext==0.7.5 autogen-core==0.7.5
+    pip download --no-deps --only-binary :all: --python-version 3.12 litellm==1.110.2  # sdist: a build
     pip download --no-deps --only-binary :all: --python-version 3.12 \
         --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
         triton==3.4.0 ray==2.51.1 lmcache==0.3.9 flashinfer-python==0.5.2
@@ -62,7 +66,10 @@ BSD parts; open-gpu-kernel-modules dual MIT/GPL-2.0; PyTorch's C++ sources (Debi
 LGPL-2.1-or-later (its src/core, src/systemctl, src/network are read); CPython PSF-2.0; Slurm
 GPL-2.0-or-later (with its OpenSSL linking exception); pyxis Apache-2.0; ollama MIT; Mooncake
 Apache-2.0; NIXL Apache-2.0; uvicorn BSD-3-Clause; GCC's libstdc++ GPL-3.0-or-later with the GCC
-Runtime Library Exception (only libsupc++'s terminate handler is read).
+Runtime Library Exception (only libsupc++'s terminate handler is read); accelerate, diffusers
+Apache-2.0; gguf (llama.cpp's gguf-py) MIT; litellm MIT outside its enterprise/ directories (which
+are under another licence and are not read); AutoGen (autogen-agentchat, autogen-ext,
+autogen-core) MIT for the code.
 """
 
 from __future__ import annotations
@@ -1319,12 +1326,74 @@ PROJECTS: dict[str, Project] = {
         Project(
             "uvicorn", "https://github.com/encode/uvicorn", "{release}", r"^[^/]+/", r"^uvicorn/"
         ),
+        # model-loading libraries beside transformers: accelerate (device maps, offloading, the
+        # meta-device weight copy), diffusers (its loaders, quantizers and model loading; its
+        # pipelines/ and per-model modules are thousands of argument checks, left out for size)
+        Project(
+            "accelerate",
+            "https://github.com/huggingface/accelerate",
+            "v{release}",
+            r"^[^/]+/",
+            r"^src/accelerate/(?!test_utils/)",
+        ),
+        Project(
+            "diffusers",
+            "https://github.com/huggingface/diffusers",
+            "v{release}",
+            r"^[^/]+/",
+            r"^src/diffusers/(?:[^/]+\.py$|loaders/|quantizers/|utils/|models/[^/]+\.py$)",
+        ),
+        # gguf-py (llama.cpp's GGUF reader and writer, published from its gguf-py/ directory)
+        Project(
+            "gguf",
+            "https://github.com/ggml-org/llama.cpp",
+            "gguf-v{release}",
+            r"^[^/]+/",
+            r"^gguf/",
+            "gguf-py/",
+        ),
+        # client-side harnesses: the litellm SDK and proxy (its enterprise/ code, under another
+        # licence, is not read) and AutoGen's agent runtime
+        Project(
+            "litellm",
+            "https://github.com/BerriAI/litellm",
+            "v{release}",
+            r"^",  # a wheel (its sdist needs a build just to be downloaded)
+            # its core, its exception mapping, the router and the OpenAI-compatible provider paths
+            # (all of its 100-odd providers cost 2 MB; these are what an inference server meets)
+            r"^litellm/(?!.*enterprise)(?:[^/]+\.py$|litellm_core_utils/|router_utils/|"
+            r"llms/(?:openai|openai_like|vllm|hosted_vllm|custom_httpx|base_llm|ollama)/)",
+        ),
+        Project(
+            "autogen-agentchat",
+            "https://github.com/microsoft/autogen",
+            "python-v{release}",
+            r"^[^/]+/",
+            r"^src/autogen_agentchat/",
+            "python/packages/autogen-agentchat/",
+        ),
+        Project(
+            "autogen-ext",
+            "https://github.com/microsoft/autogen",
+            "python-v{release}",
+            r"^[^/]+/",
+            r"^src/autogen_ext/",
+            "python/packages/autogen-ext/",
+        ),
+        Project(
+            "autogen-core",
+            "https://github.com/microsoft/autogen",
+            "python-v{release}",
+            r"^[^/]+/",
+            r"^src/autogen_core/",
+            "python/packages/autogen-core/",
+        ),
         Project(
             "open-gpu-kernel-modules",
             "https://github.com/NVIDIA/open-gpu-kernel-modules",
             "{release}",
             r"^",
-            r"^(?:kernel-open/|src/nvidia/src/kernel/gpu/(?:gsp|fifo|mem_mgr|rc|bif|mmu|arch/hopper|arch/blackwell)|"
+            r"^(?:kernel-open/|src/nvidia/src/kernel/gpu/(?:gsp|fifo|mem_mgr|rc|bif|mmu|arch/(?:turing|ampere|hopper|blackwell))|"
             r"src/nvidia/src/kernel/core/|src/nvidia/src/libraries/utils/nvassert\.c$|"
             r"src/nvidia/arch/nvalloc/unix/)",
             exts=(".c", ".h"),
@@ -1395,6 +1464,13 @@ _DIST_PROJECT = {
     "httpx": "httpx",
     "openai": "openai",
     "uvicorn": "uvicorn",
+    "accelerate": "accelerate",
+    "diffusers": "diffusers",
+    "gguf": "gguf",
+    "litellm": "litellm",
+    "autogen_agentchat": "autogen-agentchat",
+    "autogen_ext": "autogen-ext",
+    "autogen_core": "autogen-core",
 }
 
 

@@ -124,9 +124,13 @@ class CatalogStore:
     def files_ending(self, suffixes: list[str]) -> tuple[str, str, int] | None:
         """(project, file, release mask) of the longest catalogued path among these suffixes of a
         path (a repository path may have a prefix the installed one lacks: SGLang's python/)."""
-        # SGLang's and Triton's python/, CPython's Lib/ (a frame in /usr/lib/python3.12/json/...),
-        # the src/ of transformers, huggingface_hub and openai
-        prefixes = ("", "python/", "Lib/", "src/")
+        # CPython's Lib/ (a frame in /usr/lib/python3.12/json/...), the src/ layout (transformers,
+        # accelerate, openai, ...), and each project's repository prefix with and without src/
+        # (SGLang's python/, gguf's gguf-py/, AutoGen's python/packages/<package>/src/)
+        prefixes = {"", "Lib/", "src/"}
+        for info in self.projects.values():
+            if info.repo_prefix:
+                prefixes.update((info.repo_prefix, info.repo_prefix + "src/"))
         names = sorted({p + s for s in suffixes if "/" in s for p in prefixes})[:_MAX_PARAMS]
         if not names:
             return None
