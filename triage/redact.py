@@ -48,6 +48,8 @@ _INERT_VALUES = {
     "true",
     "false",
     "changeme",
+    "empty",  # api_key="EMPTY": the placeholder vLLM's and SGLang's docs give for a keyless server
+    "dummy",
     "redacted",
     "xxx",
     "***",
@@ -348,6 +350,9 @@ def _url_password(m: re.Match[str]) -> tuple[int, int] | None:
     """`scheme://user:` matched: the password runs to the last `@` that a host name follows, so it
     may hold `/`, `@` or `!`. Found with `rfind` rather than a backtracking regex: linear."""
     text, start = m.string, m.end()
+    user = m.group(0)[m.group(0).index("://") + 3 : -1]
+    if any(c in user for c in "?#[]|"):
+        return None  # not a URL's userinfo (`https://(?:localhost|...)`: a regex quoted in text)
     window = text[start : start + 257]
     stop = _URL_VALUE_END.search(window)
     if stop is not None:
