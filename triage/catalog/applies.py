@@ -16,10 +16,11 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from triage.catalog.lookup import best_match, normalise_line, piece_spans
+from triage.catalog.lookup import best_match, normalise_line, piece_spans, release_runs
 from triage.catalog.store import WILDCARD, CatalogStore, Site
+from triage.catalog.sweep import SignatureLike as _Sig
 from triage.catalog.sweep import sample_lines
 
 # Catalog project -> the component name of `applies_to.versions` (triage.kb.schema.COMPONENTS).
@@ -38,17 +39,6 @@ COMPONENT_OF = {
 _SCAN_FILLERS = ("1", "abc", "'a'")  # one placeholder filling per scan of a whole project
 _HOLE = "\x00"  # a placeholder in the joined lines of a project (no template holds a NUL)
 SCAN_TIMEOUT_S = 5.0
-
-
-class _Pattern(Protocol):
-    regex: str
-
-
-class _Sig(Protocol):
-    id: str
-
-    @property
-    def decisive(self) -> Sequence[_Pattern]: ...
 
 
 @dataclass(frozen=True)
@@ -163,16 +153,7 @@ _POST = re.compile(r"\.post(\d+)$")
 
 
 def _runs(chosen: Sequence[str], releases: Sequence[str]) -> str:
-    runs: list[list[str]] = []
-    prev = -2
-    for i, rel in enumerate(releases):
-        if rel in chosen:
-            if i == prev + 1:
-                runs[-1].append(rel)
-            else:
-                runs.append([rel])
-            prev = i
-    return ", ".join(r[0] if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    return release_runs(releases, [rel in chosen for rel in releases])
 
 
 class ProjectText:

@@ -10,6 +10,7 @@ the line (its exception class; a log record without one), then the newest releas
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -212,10 +213,17 @@ MAX_TIED_FUNCTIONS = 8
 
 def release_ranges(site: Site, info: ProjectInfo) -> str:
     """The catalogued releases that print it, as runs: '0.10.0-0.11.2' or '0.6.3, 0.9.2-0.10.0'."""
+    return release_runs(
+        info.releases, [bool(site.releases >> i & 1) for i in range(len(info.releases))]
+    )
+
+
+def release_runs(releases: Sequence[str], chosen: Sequence[bool]) -> str:
+    """The chosen releases (oldest first) as runs of neighbours: '0.6.3, 0.9.2-0.10.0'."""
     runs: list[list[str]] = []
     prev = -2
-    for i, rel in enumerate(info.releases):
-        if site.releases >> i & 1:
+    for i, rel in enumerate(releases):
+        if chosen[i]:
             if i == prev + 1:
                 runs[-1].append(rel)
             else:

@@ -26,7 +26,9 @@ class _Pattern(Protocol):
     regex: str
 
 
-class _Sig(Protocol):
+class SignatureLike(Protocol):
+    """What the sweep and the applies_to derivation read of a signature."""
+
     id: str
 
     @property
@@ -82,7 +84,9 @@ def _similar(a: str, b: str) -> bool:
     return fuzz.ratio(a, b) / 100 >= SIMILAR
 
 
-def sweep_signature(store: CatalogStore, sig: _Sig, examples: Sequence[str]) -> list[SweepMiss]:
+def sweep_signature(
+    store: CatalogStore, sig: SignatureLike, examples: Sequence[str]
+) -> list[SweepMiss]:
     """Misses of one signature: catalogued wordings of its message no decisive pattern matches."""
     from triage.regexes import compile_linear
 
