@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from triage.confirm_cache import MAX_CACHED_LINE, ConfirmCache, confirm_text
 from triage.frame import frame_line
@@ -24,6 +24,7 @@ from triage.usertext import hide_user_text
 # Per pattern, the confirmed hits kept in full; beyond that only counted (bounded memory on logs
 # where one error repeats a million times).
 KEEP_HITS_PER_PATTERN = 200
+_NO_CAPTURES: dict[str, str] = {}  # shared by every hit without named groups: read-only
 # Supporting and differential-evidence candidates are confirmed only for signatures that have a
 # decisive hit: until then the most recent ones wait here, raw and unframed (bounded per signature).
 PENDING_PER_SIGNATURE = 64
@@ -362,9 +363,14 @@ class Matcher:
                 counted = ref.owner
             if counts[pid] > KEEP_HITS_PER_PATTERN:
                 continue
-            captures = dict(found) if found is not None else {}
-            if ref.kind == "diff":
-                captures["__branch__"] = ref.role
+            # Hits share the confirm memo's captures (never mutated: rank copies before adding);
+            # one dict per hit was a tenth of the heap on failure-dense logs.
+            captures = _NO_CAPTURES if found is None else found
+            if ref.kind == "diff":  # one dict per distinct line and branch, shared by its copies
+                branched = memo.branched.get(pid)
+                if branched is None:
+                    branched = memo.branched[pid] = {**captures, "__branch__": ref.role}
+                captures = branched
             if line is None:
                 line = self._lines.line(memo, input_name, number)
             self.result.hits.append(
@@ -431,6 +437,7 @@ class LineOutcomes:
     text: str
     outcomes: dict[int, Outcome | None] = field(default_factory=dict)
     rejected: dict[str, bool] = field(default_factory=dict)
+    branched: dict[int, dict[str, str]] = field(default_factory=dict)  # a branch's captures
     framed: Line | None = None
 
 
@@ -458,7 +465,11 @@ class LineMemo:
         place: the memo's template is never handed out)."""
         if memo.framed is None:
             memo.framed = frame_line(Line(input_name, number, memo.raw, memo.text))
-        return replace(memo.framed, input=input_name, number=number)
+        f = memo.framed
+        return Line(
+            input_name, number, f.raw, f.text, f.message, f.process, f.pid, f.level,
+            f.timestamp, f.host, f.unit, f.wrappers, f.repeated,
+        )  # positional, not dataclasses.replace: this runs once per kept copy
 
 
 def locate(

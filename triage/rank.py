@@ -236,8 +236,9 @@ def build_candidates(
         for h in cand.supporting:
             owner = on_line.get((h.line.input, h.line.number))
             if owner is not None:
-                for key, value in h.captures.items():
-                    owner.captures.setdefault(key, value)
+                added = {k: v for k, v in h.captures.items() if k not in owner.captures}
+                if added:  # a new dict: hits share their captures with the confirm memo
+                    owner.captures = {**owner.captures, **added}
         launches = {scope.launch(h) for h in cand.decisive}
         inputs = {h.line.input for h in cand.decisive}
 
@@ -369,19 +370,28 @@ def score(cand: Candidate, facts: dict[str, Any]) -> None:
         cand.add(kept - cand.score, "inferred: supporting lines only, no decisive line")
 
 
+# A branch's reasons cite at most this many lines, then count the rest: a day of journal repeats
+# a branch's line on every launch (83 KB of `why` on one hypothesis of the real-log benchmark).
+BRANCH_LINES_CITED = 12
+
+
+def _cited(hits: list[Hit]) -> list[str]:
+    cited = [
+        f"line {hit.line.number}: {hit.line.message[:120] or hit.line.text[:120]}"
+        for hit in hits[:BRANCH_LINES_CITED]
+    ]
+    if len(hits) > BRANCH_LINES_CITED:
+        cited.append(f"and {len(hits) - BRANCH_LINES_CITED:,} more lines")
+    return cited
+
+
 def differential(cand: Candidate, facts: dict[str, Any]) -> list[DifferentialOut]:
     """Each branch: favoured by its evidence lines or its facts, never when a line of the log
     contradicts it (`against`)."""
     out = []
     for d in cand.sig.differential:
-        why: list[str] = [
-            f"line {hit.line.number}: {hit.line.message[:120] or hit.line.text[:120]}"
-            for hit in cand.diff_evidence.get(d.branch, [])
-        ]
-        ruled_out = [
-            f"line {hit.line.number}: {hit.line.message[:120] or hit.line.text[:120]}"
-            for hit in cand.against.get(d.branch, [])
-        ]
+        why = _cited(cand.diff_evidence.get(d.branch, []))
+        ruled_out = _cited(cand.against.get(d.branch, []))
         verdicts = []
         for key, cond in d.facts.items():
             held = condition_holds(facts, key, cond)

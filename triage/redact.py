@@ -820,6 +820,9 @@ def redact_report(report: Report) -> Report:
     data = report.to_json_dict()
     strings = list(_strings(data, set()))
     clean = set(strings) - _keyword_holders(strings)
-    out = Report.from_json_dict(redact_value(data, None, clean))
+    del strings  # a failure-dense log's report holds ~10^5 strings: drop each copy once used
+    redacted = redact_value(data, None, clean)
+    del data, clean
+    out = Report.from_json_dict(redacted)
     _last_redacted[:] = [out]
     return out
