@@ -465,11 +465,7 @@ class LineMemo:
         place: the memo's template is never handed out)."""
         if memo.framed is None:
             memo.framed = frame_line(Line(input_name, number, memo.raw, memo.text))
-        f = memo.framed
-        return Line(
-            input_name, number, f.raw, f.text, f.message, f.process, f.pid, f.level,
-            f.timestamp, f.host, f.unit, f.wrappers, f.repeated,
-        )  # positional, not dataclasses.replace: this runs once per kept copy
+        return memo.framed.copy_at(input_name, number)
 
 
 def locate(

@@ -33,6 +33,25 @@ class Line:
     wrappers: tuple[str, ...] = ()
     repeated: int = 1  # Ray "[repeated Nx across cluster]"
 
+    def copy_at(self, input: str, number: int) -> Line:
+        """This framed line as another copy (input, number): every field listed here, not through
+        dataclasses.replace, which walks the fields on every call (once per kept copy)."""
+        return Line(
+            input,
+            number,
+            self.raw,
+            self.text,
+            self.message,
+            self.process,
+            self.pid,
+            self.level,
+            self.timestamp,
+            self.host,
+            self.unit,
+            self.wrappers,
+            self.repeated,
+        )
+
 
 @dataclass(slots=True)
 class Hit:

@@ -820,9 +820,6 @@ def redact_report(report: Report) -> Report:
     data = report.to_json_dict()
     strings = list(_strings(data, set()))
     clean = set(strings) - _keyword_holders(strings)
-    del strings  # a failure-dense log's report holds ~10^5 strings: drop each copy once used
-    redacted = redact_value(data, None, clean)
-    del data, clean
-    out = Report.from_json_dict(redacted)
+    out = Report.from_json_dict(redact_value(data, None, clean))
     _last_redacted[:] = [out]
     return out
