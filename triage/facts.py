@@ -13,12 +13,12 @@ import contextlib
 import re
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from triage.models import Hit
 
-if TYPE_CHECKING:
-    from packaging.version import Version
+# A comparable version: (release, pre-release, post, dev), ordered as PEP 440 orders versions.
+VersionKey = tuple[tuple[int, ...], tuple[int, int], int, tuple[int, int]]
 
 # (fact name, regex). The first capture group named `v` (or the named groups) holds the value.
 FACT_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -264,17 +264,36 @@ def seconds_apart(a: Stamp, b: Stamp) -> float | None:
     return abs((first - second).total_seconds())
 
 
-def parse_version(text: str) -> Version | None:
-    """A comparable version from text like '0.11.0rc2.dev98+g393de22d2' or '12.4'."""
-    m = re.match(r"[0-9]+(?:\.[0-9]+)*(?:(?:rc|a|b|\.dev|\.post)[0-9]+)*", text.strip())
-    if not m:
-        return None
-    from packaging.version import InvalidVersion, Version  # only when a log states a version
+_VERSION = re.compile(r"([0-9]+(?:\.[0-9]+)*)((?:(?:rc|a|b|\.dev|\.post)[0-9]+)*)")
+_VERSION_SUFFIX = re.compile(r"(rc|a|b|\.dev|\.post)([0-9]+)")
+_PRE_RELEASE = {"a": 0, "b": 1, "rc": 2}
+_FINAL = (3, 0)  # after every pre-release of the same release
 
-    try:
-        return Version(m.group(0))
-    except InvalidVersion:
+
+def parse_version(text: str) -> VersionKey | None:
+    """A comparable version from text like '0.11.0rc2.dev98+g393de22d2' or '12.4': the release
+    numbers (trailing zeros dropped, so 12.4 == 12.4.0), then PEP 440's order of the suffixes:
+    X.devN < X.aN < X.bN < X.rcN < X < X.postN, a .devN just before what it is a dev of. (Not
+    packaging.Version: its pattern costs more to compile than a run on a short log takes.)"""
+    found = _VERSION.match(text.strip())
+    if not found:
         return None
+    release = tuple(int(n) for n in found.group(1).split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]
+    pre: tuple[int, int] | None = None
+    post: int | None = None
+    dev: int | None = None
+    for kind, number in _VERSION_SUFFIX.findall(found.group(2)):
+        if kind == ".post":
+            post = int(number)
+        elif kind == ".dev":
+            dev = int(number)
+        else:
+            pre = (_PRE_RELEASE[kind], int(number))
+    if pre is None:
+        pre = (-1, 0) if dev is not None and post is None else _FINAL
+    return (release, pre, -1 if post is None else post, (1, 0) if dev is None else (0, dev))
 
 
 _CONDITION = re.compile(r"^(==|!=|>=|<=|>|<|~)\s*(.+)$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from triage.catalog.frames import (
     FRAME_PATTERN,
     Frame,
     chain_after,
+    chain_before,
     exception_class,
     frame_above,
     innermost_frame,
@@ -34,7 +35,7 @@ from triage.catalog.frames import (
     own_frame,
     raised_class,
 )
-from triage.catalog.layers import LAYER_RULES, layer_of
+from triage.catalog.layers import LAYER_RULES, caller_layer, caller_package, layer_of
 from triage.catalog.lookup import (
     Match,
     best_match,
@@ -408,8 +409,23 @@ def locate(
         if found is None:
             remaining.append(item)
             continue
+        if frames:
+            found = _called_from(found, item.line, text, frames)
         hypotheses.append(_hypothesis(found, item, first_rank + len(hypotheses)))
     return hypotheses, remaining
+
+
+def _called_from(
+    found: Located, line: Line, text: str, frames: Sequence[tuple[str, int, str]]
+) -> Located:
+    """The located line with the caller's layer when a driving program's call raised it (see
+    `layers.caller_layer`)."""
+    chain = chain_before(frames, process_key(line), f"{line.input}|-", line.number)
+    callers = [(n, pkg) for n, frame in chain if (pkg := caller_package(frame.path))]
+    rule = caller_layer(found.layer, exception_class(text), callers)
+    if rule is None:
+        return found
+    return replace(found, layer=rule[0], layer_why=rule[1])
 
 
 def _title(found: Located) -> str:

@@ -110,6 +110,29 @@ def chain_after(
     return [frame for frame in parsed if frame is not None]
 
 
+def chain_before(
+    frames: Sequence[tuple[str, int, str]], stream: str, bare: str, number: int
+) -> list[tuple[int, Frame]]:
+    """The frames of the traceback that ends at line `number` (its exception line), outermost
+    first: the frame lines before it in its stream (or the input's unprefixed stream), each within
+    CUT_FRAME_GAP lines of the next (the innermost of the exception line)."""
+    before = sorted(
+        ((line, text) for key, line, text in frames if key in (stream, bare) and line < number),
+        reverse=True,
+    )
+    chain: list[tuple[int, Frame]] = []
+    following = number
+    for line, text in before:
+        if following - line > CUT_FRAME_GAP:
+            break
+        frame = _parse(text)
+        if frame is not None:
+            chain.append((line, frame))
+        following = line
+    chain.reverse()
+    return chain
+
+
 def own_frame(text: str) -> Frame | None:
     """The frame a traceback frame line shows (`File "...", line N, in f`)."""
     return _parse(text)

@@ -200,3 +200,61 @@ def layer_of(project: str, path: str) -> tuple[str, str]:
         if name == project and pattern.search(path):
             return layer, why
     return "engine", "no row of the layer table names this project"
+
+
+# Programs that drive an engine in-process (RL trainers, fine-tuning and evaluation suites,
+# application frameworks): a frame of theirs in a traceback is the caller of the engine code below.
+CALLER_PACKAGES: tuple[str, ...] = (
+    "openrlhf",
+    "verl",
+    "trl",
+    "llamafactory",
+    "swift",
+    "nemo_rl",
+    "nemo_aligner",
+    "areal",
+    "roll",
+    "lm_eval",
+    "lmms_eval",
+    "opencompass",
+    "evalplus",
+    "langchain_community",
+    "langchain_openai",
+    "llama_index",
+    "litellm",
+    "dspy",
+    "outlines",
+)
+_CALLER_FRAME = re.compile(
+    r"(?:^|[/\\])(?P<pkg>" + "|".join(CALLER_PACKAGES) + r")[/\\][\w/\\.-]*\.py$"
+)
+# What a call that does not fit the callee raises: an attribute, argument or name the caller was
+# written against and this release of the engine does not have.
+API_CONTRACT_ERRORS = frozenset(
+    {"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError"}
+)
+
+
+def caller_package(path: str) -> str | None:
+    """The driving program a frame's file belongs to (`.../site-packages/openrlhf/x.py`)."""
+    found = _CALLER_FRAME.search(path)
+    return found.group("pkg") if found else None
+
+
+def caller_layer(
+    layer: str, exception: str | None, callers: list[tuple[int, str]]
+) -> tuple[str, str] | None:
+    """Harness, when engine code raised an API-contract error on a call from a driving program:
+    `callers` are (line, package) of the traceback's caller frames, outermost first. The layer
+    of the code that raised it says where the message is printed, the caller where the fault
+    lives (its use of the engine fits another release)."""
+    if layer != "engine" or not callers or exception is None:
+        return None
+    if exception.rsplit(".", 1)[-1] not in API_CONTRACT_ERRORS:
+        return None
+    line, package = callers[-1]
+    return (
+        "harness",
+        f"a {exception.rsplit('.', 1)[-1]} raised in the engine's code on a call from {package}"
+        f" (its frame at line {line}): the caller uses the engine as another release defines it",
+    )

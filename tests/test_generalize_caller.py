@@ -1,0 +1,81 @@
+"""The caller's layer (issue 16, point 1): an API-contract error (AttributeError, TypeError,
+ImportError) that engine code raises on a call from a program driving the engine in-process (an
+RL trainer, an evaluation suite) is located in the engine's source but lives in the harness. Real
+lines from audits/round-12 (OpenRLHF on vLLM 0.8, github.com/OpenRLHF/OpenRLHF), each with a
+near miss that keeps the engine layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import run_text
+from triage.api import Engine, KnowledgeBase
+from triage.catalog.layers import caller_layer, caller_package
+
+PREFIX = "(ActorModelRayActor pid=700388) "
+CALLER = (
+    'File "~/.virtualenvs/env/lib/python3.12/site-packages/openrlhf/trainer/ray/vllm_engine.py",'
+    " line 58, in init_process_group"
+)
+ENGINE_FRAME = (
+    'File "~/.virtualenvs/env/lib/python3.12/site-packages/vllm/entrypoints/llm.py", line 495,'
+    " in collective_rpc"
+)
+ATTRIBUTE = "AttributeError: 'LLMEngine' object has no attribute 'model_executor'"
+
+
+def _traceback(*frames: str, exception: str = ATTRIBUTE) -> str:
+    body = ["Traceback (most recent call last):"]
+    for frame in frames:
+        body += [frame, "return self.llm.collective_rpc(", "^^^^^^^^^^^^^^^^^^^^^^^^"]
+    body.append(exception)
+    return "".join(PREFIX + line + "\n" for line in body)
+
+
+def _located(tmp_path: Path, text: str) -> tuple[str, list[str]]:
+    report = run_text(Engine(KnowledgeBase([])), text, tmp_path)
+    located = [h for h in report.hypotheses if h.basis == "located"]
+    assert located, report.unrecognized
+    return located[0].layer, located[0].explain
+
+
+def test_engine_attribute_error_on_a_trainers_call_lives_in_the_harness(tmp_path: Path) -> None:
+    layer, explain = _located(tmp_path, _traceback(CALLER, ENGINE_FRAME))
+    assert layer == "harness"
+    assert any("call from openrlhf" in line for line in explain), explain
+
+
+def test_near_miss_the_same_error_without_a_driving_program_stays_in_the_engine(
+    tmp_path: Path,
+) -> None:
+    layer, _ = _located(tmp_path, _traceback(ENGINE_FRAME))
+    assert layer == "engine"
+
+
+def test_near_miss_a_frame_of_an_earlier_traceback_is_not_the_caller(tmp_path: Path) -> None:
+    # the trainer's frame belongs to a traceback that ended 20 lines before this one began
+    earlier = _traceback(CALLER, exception="ValueError: earlier")
+    gap = "".join(f"{PREFIX}step {i}\n" for i in range(20))
+    layer, _ = _located(tmp_path, earlier + gap + _traceback(ENGINE_FRAME))
+    assert layer == "engine"
+
+
+def test_only_api_contract_errors_move_and_only_from_the_engine() -> None:
+    callers = [(4, "openrlhf")]
+    assert caller_layer("engine", "TypeError", callers) is not None
+    assert caller_layer("engine", "ImportError", callers) is not None
+    # an engine failure met on a trainer's call is still the engine's (memory, a kernel, a value)
+    assert caller_layer("engine", "torch.OutOfMemoryError", callers) is None
+    assert caller_layer("engine", "ValueError", callers) is None
+    # a node-layer site (a socket, a transport) stays where it is
+    assert caller_layer("node", "AttributeError", callers) is None
+    assert caller_layer("engine", "AttributeError", []) is None
+
+
+def test_caller_packages_are_read_from_the_frame_path() -> None:
+    assert caller_package("/x/site-packages/verl/workers/rollout/vllm_rollout.py") == "verl"
+    assert caller_package("/share/OpenRLHF/openrlhf/trainer/ray/vllm_engine.py") == "openrlhf"
+    assert caller_package("/usr/lib/python3.12/site-packages/vllm/entrypoints/llm.py") is None
+    # a package whose name only contains a caller's name is not that caller
+    assert caller_package("/x/site-packages/trlx_utils/run.py") is None
+    assert caller_package("/x/site-packages/myverl/run.py") is None
