@@ -75,6 +75,8 @@ class InputSpec:
 
 @dataclass
 class RunOptions:
+    """How one run reads and reports."""
+
     chunk_size: int = CHUNK_SIZE
     max_decompressed: int = MAX_DECOMPRESSED
     engine: str | None = None

@@ -94,6 +94,8 @@ def process_key(line: Line) -> str:
 
 @dataclass
 class Traceback:
+    """A Python traceback's lines grouped, with its exception line."""
+
     key: str
     input: str
     start: int
@@ -103,6 +105,8 @@ class Traceback:
 
 @dataclass
 class Evidence:
+    """A salient line with its class."""
+
     line: Line
     role: str
     count: int = 1
@@ -165,6 +169,8 @@ def headless_tracebacks(salient: Iterable[Hit], frames: Iterable[Hit]) -> list[H
 
 @dataclass
 class UnexplainedLine:
+    """A salient line nothing explains yet, with how often it repeats."""
+
     line: Line
     fingerprint: str
     count: int = 1

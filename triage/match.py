@@ -39,6 +39,8 @@ DENSE_SEGMENT = 256
 
 @dataclass(frozen=True, slots=True)
 class PatternRef:
+    """One scanned pattern and whom it reports to."""
+
     kind: str  # sig | diff | fact | salient
     owner: str  # signature id, fact name or salient class
     role: str  # decisive | supporting | evidence | fact | salient
@@ -49,6 +51,8 @@ class PatternRef:
 
 @dataclass
 class PatternTable:
+    """Every pattern of a run, numbered as the scanner reports them."""
+
     refs: list[PatternRef] = field(default_factory=list)
     not_patterns: dict[str, list[str]] = field(default_factory=dict)
 
@@ -110,6 +114,8 @@ def build_table(
 
 @dataclass
 class MatchResult:
+    """What one run's confirmation kept and counted."""
+
     hits: list[Hit] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # pattern id -> total
     # signature -> lines one of its decisive patterns matched, kept as hits or only counted

@@ -75,6 +75,8 @@ class Skipped:
 
 @dataclass(slots=True, kw_only=True)
 class InputInfo:
+    """One input of the run as the report lists it."""
+
     name: str
     lines: int
     format: str
@@ -88,6 +90,8 @@ class InputInfo:
 
 @dataclass(slots=True, kw_only=True)
 class EvidenceOut:
+    """A line that shows a hypothesis, as the report cites it."""
+
     input: str
     line: int
     text: str
@@ -100,6 +104,8 @@ class EvidenceOut:
 
 @dataclass(slots=True, kw_only=True)
 class ExplainedOut:
+    """A symptom a cause explains, as the report lists it."""
+
     signature: str
     title: str = ""
     input: str = ""
@@ -108,6 +114,8 @@ class ExplainedOut:
 
 @dataclass(slots=True, kw_only=True)
 class FixOut:
+    """A fix to try, with its confidence."""
+
     do: str
     confidence: str
     when: str | None = None
@@ -117,6 +125,8 @@ class FixOut:
 
 @dataclass(slots=True, kw_only=True)
 class DifferentialOut:
+    """A differential branch of a hypothesis and what the log says about it."""
+
     branch: str
     check: str
     favoured: bool = False
@@ -145,6 +155,8 @@ class SourceOut:
 
 @dataclass(slots=True, kw_only=True)
 class Hypothesis:
+    """One ranked answer: what broke, in which layer, the lines that show it, what to try."""
+
     rank: int
     signature: str
     title: str
@@ -195,6 +207,8 @@ _HYPOTHESIS_LISTS = {"evidence", "explains", "fixes", "differential", "source"}
 
 @dataclass(slots=True, kw_only=True)
 class Unrecognized:
+    """A failure line no signature knows and the catalog did not locate."""
+
     input: str
     line: int
     text: str
@@ -204,6 +218,8 @@ class Unrecognized:
 
 @dataclass(slots=True, kw_only=True)
 class Report:
+    """Everything one run found (the JSON report contract, docs/report.md)."""
+
     schema_: str = REPORT_SCHEMA  # "schema" in JSON
     inputs: list[InputInfo]
     facts: dict[str, Any] = field(default_factory=dict)

@@ -126,6 +126,8 @@ class Scope:
 
 @dataclass
 class Candidate:
+    """A signature with its hits, being scored."""
+
     sig: Signature
     decisive: list[Hit] = field(default_factory=list)
     supporting: list[Hit] = field(default_factory=list)

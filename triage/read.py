@@ -165,6 +165,8 @@ Text = bytes | TextWindow
 
 @dataclass
 class Segment:
+    """A chunk of one input's lines with the number of the first."""
+
     input: str
     data: Text
     first_line: int  # 1-based number of the first line in data

@@ -271,6 +271,8 @@ Judge = Callable[[re.Match[str]], "tuple[int, int] | None"]
 
 @dataclass(frozen=True)
 class _Rule:
+    """One redaction rule: keywords, regex and what of a match to replace."""
+
     name: str
     keywords: tuple[str, ...]  # lower-case literals; every match contains one of them
     regex: str

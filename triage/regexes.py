@@ -24,6 +24,8 @@ CONFIRM_TIMEOUT_S = 0.5
 
 @dataclass(frozen=True, slots=True)
 class Found:
+    """A linear-time regex match: its span and groups."""
+
     start: int
     end: int
     captures: dict[str, str]

@@ -13,6 +13,8 @@ from triage.kb.records import LAYERS
 
 @dataclass
 class LoadError:
+    """A signature file that failed to load, and why."""
+
     path: str
     field: str
     message: str

@@ -16,6 +16,8 @@ LAYERS = ("node", "harness", "engine", "model")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pattern:
+    """One pattern of a signature and its role."""
+
     regex: str
     role: str = "decisive"
     why: str | None = None
@@ -23,6 +25,8 @@ class Pattern:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VersionRange:
+    """A release range where a signature applies."""
+
     introduced: str | None = None
     fixed: str | None = None
     last_affected: str | None = None
@@ -30,6 +34,8 @@ class VersionRange:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Applicability:
+    """Where a signature applies: engines and release ranges."""
+
     versions: dict[str, VersionRange] = field(default_factory=dict)
     gpu_arch: list[str] = field(default_factory=list)
     note: str | None = None
@@ -37,6 +43,8 @@ class Applicability:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DifferentialCheck:
+    """A differential branch: its check, its evidence and its facts."""
+
     branch: str
     check: str
     evidence: list[str] = field(default_factory=list)
@@ -49,6 +57,8 @@ class DifferentialCheck:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fix:
+    """A fix of a signature, with its confidence and branch."""
+
     do: str
     when: str | None = None
     branch: str | None = None
@@ -58,6 +68,8 @@ class Fix:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Provenance:
+    """Where a signature's text was seen."""
+
     seed: str | None = None
     rows: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
@@ -66,6 +78,8 @@ class Provenance:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Examples:
+    """A signature's example lines that must and must not match."""
+
     match: list[str] = field(default_factory=list)
     no_match: list[str] = field(default_factory=list)
     todo_match: list[str] = field(default_factory=list)
@@ -73,6 +87,8 @@ class Examples:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigCheck:
+    """A launch-configuration check a signature declares."""
+
     env: str | None = None
     flag: str | None = None
     setting: str | None = None

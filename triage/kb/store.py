@@ -79,6 +79,8 @@ def default_db_path(root: Path | None = None) -> Path:
 
 @dataclass
 class BuildResult:
+    """What a compile of the knowledge base produced."""
+
     path: Path
     signatures: list[Signature]
     errors: list[LoadError] = field(default_factory=list)
@@ -88,6 +90,8 @@ class BuildResult:
 
 @dataclass
 class Meta:
+    """The compiled knowledge base's meta table."""
+
     values: dict[str, str]
 
     @property
