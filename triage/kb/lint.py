@@ -317,6 +317,9 @@ SWEEP_EXPLAINED: dict[tuple[str, str], str] = {
     ("dynamo-etcd-connect-failed", "Failed to connect to master"): "the example is Dynamo's own "
     "line (Rust, not catalogued); Mooncake's store client prints the same words for its own etcd "
     "and, beside them, its master connection failure: another program's sibling, not a rewording",
+    ("rl-weight-sync-param-name-mismatch", "There is no module or parameter named"): "keys on "
+    "the 'model' prefix a trainer's weight sync sends into a wrapper class (the text tower's names); "
+    "every other name is checkpoint-unexpected-weight-key's, whose pattern takes any filling",
     ("pyxis-container-start-failed", "pyxis: failed to create container filesystem"): "a sibling "
     "failure of pyxis 0.24's enroot_container_create (an image already imported, or a squashfs "
     "file, whose filesystem could not be made); the import failure's wording there only gains "
