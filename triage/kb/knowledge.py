@@ -11,7 +11,7 @@ status, patterns) is decoded at start-up, a whole record only when something ask
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeAlias
 
 from triage.kb.records import Signature, SignatureCore
@@ -20,18 +20,26 @@ PatternSource: TypeAlias = Signature | SignatureCore
 
 
 class LazyRecords(Mapping[str, Signature]):
-    """Signature records by id, each decoded from its stored JSON on first access."""
+    """Signature records by id, each decoded from its stored JSON on first access. `rows` are
+    the JSON texts in knowledge-base order, or a function that reads one by id (the store reads
+    a record only when it is asked for: reading all of them was most of a start-up's load)."""
 
-    def __init__(self, ids: Sequence[str], rows: Sequence[str]) -> None:
+    def __init__(self, ids: Sequence[str], rows: Sequence[str] | Callable[[str], str]) -> None:
         self._position = {ident: n for n, ident in enumerate(ids)}
         self._ids = list(ids)
-        self._rows = list(rows)
+        if callable(rows):
+            self._read = rows
+        else:
+            texts = list(rows)
+            self._read = lambda ident: texts[self._position[ident]]
         self._decoded: dict[str, Signature] = {}
 
     def __getitem__(self, ident: str) -> Signature:
         record = self._decoded.get(ident)
         if record is None:
-            record = Signature.from_dict(json.loads(self._rows[self._position[ident]]))
+            if ident not in self._position:
+                raise KeyError(ident)
+            record = Signature.from_dict(json.loads(self._read(ident)))
             self._decoded[ident] = record
         return record
 
@@ -64,9 +72,14 @@ class KnowledgeBase:
 
     @classmethod
     def from_store(
-        cls, cores: Sequence[SignatureCore], rows: Sequence[str], source: str, digest: str
+        cls,
+        cores: Sequence[SignatureCore],
+        rows: Sequence[str] | Callable[[str], str],
+        source: str,
+        digest: str,
     ) -> KnowledgeBase:
-        """Lazy: `cores` decoded, `rows` (each signature's JSON, in the same order) kept as text."""
+        """Lazy: `cores` decoded, `rows` (each signature's JSON, in the same order, or a function
+        that reads it by id) decoded on demand."""
         kb = cls((), source, digest)
         kb._signatures = None
         kb._by_id = LazyRecords([c.id for c in cores], rows)

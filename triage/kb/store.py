@@ -140,9 +140,34 @@ def read_lazy(conn: sqlite3.Connection, meta: Meta) -> KnowledgeBase:
     `triage.kb.knowledge`): a run that matches little decodes few records."""
     from triage.kb.knowledge import KnowledgeBase
 
-    rows = conn.execute("SELECT core, json FROM signatures ORDER BY position").fetchall()
-    cores = [SignatureCore.from_dict(json.loads(core)) for core, _ in rows]
-    return KnowledgeBase.from_store(cores, [j for _, j in rows], "sqlite", meta.digest)
+    rows = conn.execute("SELECT core FROM signatures ORDER BY position").fetchall()
+    cores = [SignatureCore.from_dict(json.loads(core)) for (core,) in rows]
+    return KnowledgeBase.from_store(cores, _RecordReader(conn), "sqlite", meta.digest)
+
+
+class _RecordReader:
+    """Reads one stored signature's JSON by id, on a read-only connection of its own to the file
+    the cores came from, opened at once and kept for the process (one read at a time across
+    threads). A rebuild replaces the cache file by rename; the open file keeps its inode, so the
+    records always match the cores."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        import threading
+
+        path = Path(conn.execute("PRAGMA database_list").fetchone()[2])
+        self._conn = sqlite3.connect(
+            f"{path.as_uri()}?mode=ro", uri=True, timeout=5.0, check_same_thread=False
+        )
+        self._conn.execute("PRAGMA schema_version").fetchone()  # the file is open from here on
+        self._lock = threading.Lock()
+
+    def __call__(self, ident: str) -> str:
+        with self._lock:
+            query = self._conn.execute("SELECT json FROM signatures WHERE id = ?", (ident,))
+            row = query.fetchone()
+        if row is None:
+            raise KeyError(ident)
+        return str(row[0])
 
 
 def read_errors(conn: sqlite3.Connection) -> list[LoadError]:
