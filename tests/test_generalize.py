@@ -370,3 +370,18 @@ def test_nvrm_notice_spread_over_lines_joins_the_evidence(engine: Engine) -> Non
     assert top.signature == "gpu-fallen-off-the-bus"
     assert roles[3] == "decisive" and roles[2] == "continuation"
     assert 5 not in roles
+
+
+def test_a_configuration_stated_in_code_is_not_a_tell(engine: Engine, tmp_path: Path) -> None:
+    # corpus/model/fastchat-vicuna13b-vllm-failed-to-load-tokenizer.log pastes the reporter's
+    # code under the error: `tensor_parallel_size=2` there says how the engine was launched, so
+    # no TP cause is inferred from it (it was, before: tp-size-not-divisible-shard ranked first)
+    failure = "RuntimeError: Failed to initialise the custom loader for this checkpoint\n"
+    code = '`llm = LLM("lmsys/vicuna-13b-v1.3", tensor_parallel_size=2)`\n'
+    report = run_text(engine, failure + "\nMy code:\n" + code, tmp_path)
+    assert not [h for h in report.hypotheses if h.basis == "inferred"]
+    assert report.unrecognized  # the failure is still located, exit 1
+    # near miss: the same value stated by an error record is still a tell
+    record = "ERROR 01-01 12:00:00 [engine.py:1] tensor_parallel_size=2 is not supported here\n"
+    report = run_text(engine, failure + record, tmp_path)
+    assert "tp-size-not-divisible-shard" in [h.signature for h in report.hypotheses]

@@ -573,6 +573,16 @@ def _repeats(cand: Candidate) -> int:
 
 _CONTEXT_LEVELS = ("INFO", "DEBUG")
 _TELLS: dict[str, tuple[str, ...]] = {}
+# A line that states a configuration rather than an outcome: a call with keyword arguments
+# (`llm = LLM("m", tensor_parallel_size=2)`), an argument dump (`non-default args: {...}`,
+# `Namespace(...)`, `ServerArgs(...)`), a command line with two or more flags. A supporting
+# pattern that reads a value off it (a TP size, a dtype) says how the engine was launched, not
+# that this cause happened.
+_CONFIG_ECHO = (
+    r"\b[A-Za-z_][\w.]*\((?:[^()]*,\s*)?[A-Za-z_]\w*\s?=\s?[^=\s,()][^,()]*[,)]"
+    r"|non-default args:|\bNamespace\(|\b(?:Server|Engine|AsyncEngine)Args\("
+    r"|(?:^|\s)--[A-Za-z][\w-]*(?:[ =]\S+)?\s+--[A-Za-z][\w-]*"
+)
 
 
 def _tell_patterns(sig: Signature) -> tuple[str, ...]:
@@ -597,6 +607,8 @@ def _is_tell(sig: Signature, hit: Hit) -> bool:
     if hit.line.level in _CONTEXT_LEVELS:
         return False  # an INFO or DEBUG line is context (a version, an interface, a size)
     text = hit.line.text or hit.line.raw
+    if compile_linear(_CONFIG_ECHO).search(text):
+        return False  # the launch configuration, stated
     for regex in _tell_patterns(sig):
         try:
             if compile_linear(regex).search(text):
