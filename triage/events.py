@@ -25,7 +25,8 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # container runtime and Kubernetes failure states
     (
         "container",
-        r"(?:Error response from daemon|nvidia-container-cli: .{0,120}\berror\b|OCI runtime (?:create|exec) failed|\bOOMKilled\b|CrashLoopBackOff|Back-off restarting failed container|\bErrImagePull\b|\bImagePullBackOff\b)",
+        r"(?:Error response from daemon|nvidia-container-cli: .{0,120}\berror\b|OCI runtime (?:create|exec) failed|\bOOMKilled\b|CrashLoopBackOff|Back-off restarting failed container|\bErrImagePull\b|\bImagePullBackOff\b"
+        r"|\b[0-9]+/[0-9]+ nodes are available: [0-9]|\b(?:Liveness|Readiness|Startup) probe failed\b|Unable to attach or mount volumes|The node was low on resource: |\bUnexpectedAdmissionError\b)",
     ),
     # a failed permission check, as tools print it ("bash: ./x: Permission denied", "[Errno 13] ...")
     ("denied", r"(?::|\]) Permission denied\b"),
@@ -34,7 +35,21 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # exception in one line before the traceback ("TpModelWorkerClient hit an exception:")
     (
         "error-line",
-        r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/]|\[(?:ERROR|FATAL)\] |\bhit an exception: |^Error in child process:)",
+        r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/]|\[(?:ERROR|FATAL)\] |\bhit an exception: |^Error in child process:"
+        r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z])",
+    ),
+    # a failure stated in words: a call that failed ("ibv_create_cq() failed: Cannot allocate
+    # memory", "cudaMalloc failed: out of memory", "fi_mr_reg failed, ret is:-12"), "Failed to
+    # initialize NVML: ..." at the start of a line or after a tool's prefix, a tool's "error loading
+    # model:", a named CUDA/HIP runtime error code, an HTTP error status a client reports
+    (
+        "failed",
+        r"(?:(?:\b[A-Za-z_][\w.:]{1,60}\([^()\n]{0,300}\)|\b[a-z][a-z0-9]*_\w{1,60}|\b[a-z]{2,20}[A-Z]\w{1,40})"
+        r" failed(?:: |, | with (?:error|code|status)|\s*\((?:-?[0-9]|err))"
+        r"|(?:^|[>`|]\s?|: )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
+        r"|\b[a-z_]{3,40}: error (?:loading|reading|opening|creating|allocating|initializing) [a-z]"
+        r"|\b(?:cuda|hip)Error[A-Z][A-Za-z]{4,40}\b|\bcuda runtime error \([0-9]+\)"
+        r"|\b(?:Error code|status code|API error|HTTP error|HTTP)[: ]{1,3}[45][0-9][0-9]\b)",
     ),
     # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
     ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|$)"),
@@ -47,7 +62,8 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # Assertion `expr' failed."), the line that names what a core dump aborted on
     (
         "fatal",
-        r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `)",
+        r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `"
+        r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S)",
     ),
     # kernel faults and GPU driver events
     (
@@ -57,13 +73,13 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # kernel errors: filesystems and block devices, the cgroup OOM killer, segfaults, NVRM failures
     (
         "kernel-error",
-        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b)",
+        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b|amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: .{0,80}\b(?:timeout|page fault|failed|error)\b)",
     ),
     # error-level records of the loggers triage unwraps: vLLM, uvicorn, Python logging, Go/logrus,
     # glog/klog (PyTorch c10 too), bracketed [E] tags, "err: N" return codes
     (
         "logger",
-        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b)",
+        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR )",
     ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
@@ -177,9 +193,14 @@ class UnexplainedLine:
 
 
 # Classes whose lines after a diagnosed failure of the same input are that failure's tail.
-_TAIL_CLASSES = ("fatal", "exit", "service", "container", "logger", "error-line")
+_TAIL_CLASSES = ("fatal", "exit", "service", "container", "logger", "error-line", "failed")
 # Classes that say nothing at INFO / DEBUG level (a log line that quotes the state, not the event).
-_LEVELLED_CLASSES = ("container", "denied", "kernel-error", "service", "error-line")
+_LEVELLED_CLASSES = ("container", "denied", "kernel-error", "service", "error-line", "failed")
+# Classes that say nothing at WARNING level either: a warning that something failed is what a
+# start-up that goes on prints ("Failed to import ...; falling back")
+_WARNING_GATED = ("failed",)
+# A warning as loggers that triage does not frame write it (Go's level=warn, glog's W).
+_WARNED = re.compile(r"\blevel=(?:warn|warning|info|debug)\b|^\[?[WI]\d{3,4} \d\d:|(?<![=\w])(?:WARN|WARNING|INFO)\b")
 # A request-level error of a serving engine (one bad request, the server is fine).
 _REQUEST_LEVEL = re.compile(r"\bserving_\w+\.py:\d+\]")
 
@@ -249,6 +270,8 @@ def unexplained(
         ):
             continue
         if hit.signature in _LEVELLED_CLASSES and line.level in ("INFO", "DEBUG"):
+            continue
+        if hit.signature in _WARNING_GATED and (line.level == "WARNING" or _WARNED.search(line.text or "")):
             continue
         if (line.input, line.number) in explained_lines:
             continue
