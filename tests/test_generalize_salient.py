@@ -163,6 +163,66 @@ FAILURES = {
     "ucx-error": _line(
         CORPUS / "node" / "ucx-ibv-exp-reg-mr-invalid-argument-rocm-buffer.log", "UCX  ERROR"
     ),
+    # more shapes found silent under an empty knowledge base (the same audit)
+    "slurm-cancelled": _line(
+        CORPUS / "node" / "slurm-job-step-cancelled-time-limit-srun.log", "DUE TO TIME LIMIT"
+    ),
+    "installer-error": _line(
+        CORPUS / "node" / "nvidia-installer-unable-to-load-modeset-dgx-spark.log",
+        "ERROR: Unable to load the kernel module",
+    ),
+    "http-reason": _line(
+        CORPUS / "engine" / "vllm-glm-ocr-image-exceeds-encoder-cache-400.log",
+        "Error 400 Bad Request",
+    ),
+    "aer-fatal": _line(
+        CORPUS / "node" / "aer-uncorrected-fatal-gpu-root-port.log",
+        "AER: Multiple Uncorrected (Fatal) error received",
+    ),
+    "mpirun-signal": _line(
+        CORPUS / "node" / "trtllm-llama3-70b-tp8-mpirun-rank-exited-signal-9.log",
+        "exited on signal 9",
+    ),
+    "tool-named-error": _line(
+        CORPUS / "engine" / "llamacpp-rocm-rocblas-use-hipblaslt-gfx1151-library-missing.log",
+        "rocblaslt error: Cannot read",
+    ),
+    "zap-json": _line(
+        CORPUS / "harness" / "kgateway-no-endpoints-found-for-inferencepool.log", '"level":"error"'
+    ),
+    "state-dict-size": _line(
+        CORPUS / "model" / "mcan-vqa-small-size-mismatch-embedding-weight-vocab.log",
+        "size mismatch for embedding.weight",
+    ),
+    "hsa-status": _line(
+        CORPUS / "node" / "rocminfo-hsa-out-of-resources-after-model-reloads.log",
+        "HSA_STATUS_ERROR",
+    ),
+    "rust-unwrap": _line(
+        CORPUS / "node" / "sglang-router-actix-worker-too-many-open-files.log", "Result::unwrap()"
+    ),
+    "sglang-watchdog": _line(
+        CORPUS / "engine" / "sglang-watchdog-timeout-soft-thinking-qwq32b.log",
+        "Watchdog timeout (self",
+    ),
+    "glog-no-date": _line(
+        CORPUS / "engine" / "nccl-vllm-0.5-watchdog-allreduce-worker-died.log",
+        "[E ProcessGroupNCCL.cpp:563]",
+    ),
+    "ptxas": _line(
+        CORPUS / "engine" / "vllm-m40-build-paged-attention-ptxas-f16-requires-sm53.log",
+        "error   : Feature",
+    ),
+    "kubelet-warning": _line(
+        CORPUS / "node" / "gap-k8s-no-runtime-nvidia-configured.log", "FailedCreatePodSandBox"
+    ),
+    "unable-to": _line(
+        CORPUS / "node" / "nvidia-smi-gpu-is-lost-reboot-to-recover.log",
+        "Unable to determine the device handle",
+    ),
+    "nvrm-api-mismatch": _line(
+        CORPUS / "node" / "nvrm-api-mismatch-client-name-pid-595.log", "NVRM: API mismatch"
+    ),
     # a permission check (NVIDIA/nccl, shm_open)
     "denied": "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
     "Permission denied",
@@ -200,8 +260,16 @@ NEAR_MISSES = {
     "module-verification": _line(
         HEALTHY / "dmesg-nvidia-525-unsigned-module-taints-loaded.log", "verification failed"
     ),
-    "nccl-info-failed": _line(HEALTHY / "nccl-2.28-debug-init-net-env-1rank-h200.log", "NCCL INFO Failed to initialize"),
+    "nccl-info-failed": _line(
+        HEALTHY / "nccl-2.28-debug-init-net-env-1rank-h200.log", "NCCL INFO Failed to initialize"
+    ),
     "access-log-404": _line(HEALTHY / "vllm-0.8-startup-then-404-model-not-found.log", "404"),
+    # a check that could not be made is not a failure (a GPU operator driver container)
+    "unable-to-check": _line(
+        HEALTHY / "gpu-operator-driver-ctr-modules-built-secure-boot-unknown.log", "Unable to"
+    ),
+        HEALTHY / "pip-build-deps-resolver-error-line-installed.log", "ERROR: pip"
+    ),
     "logrus-warn-failed": _line(
         HEALTHY / "dockerd-containerd-plugins-btrfs-warning.log", "failed to load plugin"
     ),

@@ -26,7 +26,8 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "container",
         r"(?:Error response from daemon|nvidia-container-cli: .{0,120}\berror\b|OCI runtime (?:create|exec) failed|\bOOMKilled\b|CrashLoopBackOff|Back-off restarting failed container|\bErrImagePull\b|\bImagePullBackOff\b"
-        r"|\b[0-9]+/[0-9]+ nodes are available: [0-9]|\b(?:Liveness|Readiness|Startup) probe failed\b|Unable to attach or mount volumes|The node was low on resource: |\bUnexpectedAdmissionError\b)",
+        r"|\b[0-9]+/[0-9]+ nodes are available: [0-9]|\b(?:Liveness|Readiness|Startup) probe failed\b|Unable to attach or mount volumes|The node was low on resource: |\bUnexpectedAdmissionError\b"
+        r"|\bWarning +(?:Failed|FailedMount|FailedAttachVolume|FailedCreatePodSandBox|FailedScheduling|Unhealthy|BackOff) +[0-9])",
     ),
     # a failed permission check, as tools print it ("bash: ./x: Permission denied", "[Errno 13] ...")
     ("denied", r"(?::|\]) Permission denied\b"),
@@ -35,8 +36,8 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # exception in one line before the traceback ("TpModelWorkerClient hit an exception:")
     (
         "error-line",
-        r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/]|\[(?:ERROR|FATAL)\] |\bhit an exception: |^Error in child process:"
-        r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z])",
+        r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/*]|\[(?:ERROR|FATAL)\] |\bhit an exception: |^Error in child process:"
+        r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z]|^ERROR: [A-Z][a-z]|\bptxas\b.{0,200}\berror +: )",
     ),
     # a failure stated in words: a call that failed ("ibv_create_cq() failed: Cannot allocate
     # memory", "cudaMalloc failed: out of memory", "fi_mr_reg failed, ret is:-12"), "Failed to
@@ -46,40 +47,46 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         "failed",
         r"(?:(?:\b[A-Za-z_][\w.:]{1,60}\([^()\n]{0,300}\)|\b[a-z][a-z0-9]*_\w{1,60}|\b[a-z]{2,20}[A-Z]\w{1,40})"
         r" failed(?:: |, | with (?:error|code|status)|\s*\((?:-?[0-9]|err))"
-        r"|(?:^|[>`|]\s?|: )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
+        r"|(?:^|[>`|\]]\s?|: )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
+        r"|\bUnable to (?:determine the|load|open|find|initialize|allocate|create|connect|mount|start|get|read) [^\n]{0,200}?: [A-Za-z]"
+        r"|\b[a-z][a-z0-9_]{2,30} error: [A-Z]|\bHSA_STATUS_ERROR_[A-Z_]+|\baborting with error\b"
+        r"|\bsize mismatch for [\w.]+: copying a param|\bWatchdog timeout \("
         r"|\b[a-z_]{3,40}: error (?:loading|reading|opening|creating|allocating|initializing) [a-z]"
         r"|\b(?:cuda|hip)Error[A-Z][A-Za-z]{4,40}\b|\bcuda runtime error \([0-9]+\)"
-        r"|\b(?:Error code|status code|API error|HTTP error|HTTP)[: ]{1,3}[45][0-9][0-9]\b)",
+        r"|\b(?:Error code|status code|API error|HTTP error|HTTP|Error)[: ]{1,3}[45][0-9][0-9]\b"
+        r"|\b[45][0-9][0-9] (?:Internal Server Error|Bad Request|Service Unavailable|Bad Gateway|Gateway Timeout|Unprocessable Entity)\b"
+        r"|\"error\": ?\{\"code\": ?[45][0-9][0-9])",
     ),
     # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
     ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|$)"),
     # process exits reported by supervisors (systemd, docker, kubelet, Slurm)
     (
         "exit",
-        r"(?:Main process exited, code=(?:exited|killed|dumped)|exited with (?:exit )?code [1-9]|Exit Code: *[1-9]|status=[1-9][0-9]*/[A-Z])",
+        r"(?:Main process exited, code=(?:exited|killed|dumped)|exited with (?:exit )?code [1-9]|Exit Code: *[1-9]|status=[1-9][0-9]*/[A-Z]|\bexited on signal [0-9]+|one or more processes exited with non-zero status)",
     ),
     # fatal process deaths; a C/C++ assert() as glibc prints it ("prog: file.cpp:40: func:
     # Assertion `expr' failed."), the line that names what a core dump aborted on
     (
         "fatal",
         r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `"
-        r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S)",
+        r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S"
+        r"|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at )",
     ),
     # kernel faults and GPU driver events
     (
         "kernel",
-        r"(?:NVRM: Xid|BUG: |general protection fault|Kernel panic|Out of memory: Killed process|blocked for more than [0-9]+ seconds|DMAR: \[DMA|IO_PAGE_FAULT|mce: \[Hardware Error\]|has fallen off the bus)",
+        r"(?:NVRM: Xid|BUG: |general protection fault|Kernel panic|Out of memory: Killed process|blocked for more than [0-9]+ seconds|DMAR: \[DMA|IO_PAGE_FAULT|mce: \[Hardware Error\]|has fallen off the bus|AER: (?:Multiple )?Uncorrected \((?:Fatal|Non-Fatal)\) error received)",
     ),
     # kernel errors: filesystems and block devices, the cgroup OOM killer, segfaults, NVRM failures
     (
         "kernel-error",
-        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b|amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: .{0,80}\b(?:timeout|page fault|failed|error)\b)",
+        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b|NVRM: API mismatch: |amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: .{0,80}\b(?:timeout|page fault|failed|error)\b)",
     ),
     # error-level records of the loggers triage unwraps: vLLM, uvicorn, Python logging, Go/logrus,
     # glog/klog (PyTorch c10 too), bracketed [E] tags, "err: N" return codes
     (
         "logger",
-        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR )",
+        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\])",
     ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
@@ -96,6 +103,7 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
 # Exception classes that are warnings or control flow, not failures.
 _BENIGN_EXCEPTIONS = (
     "Warning:",
+    "ERROR: pip's dependency resolver",  # pip's report on an install that went on
     "StopIteration",
     "KeyboardInterrupt",
     "CancelledError",
