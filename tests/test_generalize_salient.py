@@ -268,8 +268,6 @@ NEAR_MISSES = {
     "unable-to-check": _line(
         HEALTHY / "gpu-operator-driver-ctr-modules-built-secure-boot-unknown.log", "Unable to"
     ),
-        HEALTHY / "pip-build-deps-resolver-error-line-installed.log", "ERROR: pip"
-    ),
     "logrus-warn-failed": _line(
         HEALTHY / "dockerd-containerd-plugins-btrfs-warning.log", "failed to load plugin"
     ),
