@@ -79,3 +79,23 @@ def test_caller_packages_are_read_from_the_frame_path() -> None:
     # a package whose name only contains a caller's name is not that caller
     assert caller_package("/x/site-packages/trlx_utils/run.py") is None
     assert caller_package("/x/site-packages/myverl/run.py") is None
+
+
+def test_layer_rows_by_file_and_function() -> None:
+    from triage.catalog.layers import layer_of
+
+    # the catalog stores SGLang's and Ray's files under python/: their rows match that path
+    assert layer_of("sglang", "python/sglang/srt/models/deepseek_vl2.py")[0] == "model"
+    assert layer_of("sglang", "python/sglang/srt/managers/scheduler.py")[0] == "engine"
+    # a function picks one job of a file: load_state_dict reads the checkpoint ...
+    assert layer_of("torch", "torch/nn/modules/module.py", "Module.load_state_dict")[0] == "model"
+    # ... the rest of the module's code does not
+    assert layer_of("torch", "torch/nn/modules/module.py", "Module.__getattr__")[0] == "engine"
+    # device enumeration is the node's, the caching allocator the engine's
+    cuda = "c10/cuda/CUDAFunctions.cpp"
+    assert layer_of("torch-cpp", cuda, "device_count_impl")[0] == "node"
+    assert layer_of("torch-cpp", "c10/cuda/CUDACachingAllocator.cpp", "malloc")[0] == "engine"
+    # torchrun's rendezvous is how the job was launched; the store's socket is the network
+    rdzv = "torch/distributed/elastic/rendezvous/dynamic_rendezvous.py"
+    assert layer_of("torch", rdzv, "run")[0] == "harness"
+    assert layer_of("torch", "torch/csrc/distributed/c10d/TCPStore.cpp", "")[0] == "node"

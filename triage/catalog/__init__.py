@@ -168,7 +168,7 @@ class Catalog:
             template=site.template,
             version_note=note,
         )
-        layer, why = layer_of(site.project, site.file)
+        layer, why = layer_of(site.project, site.file, site.function)
         return Located(text, found, source, layer, why)
 
     def locate_frame(
@@ -300,7 +300,7 @@ class Catalog:
             url=url,
             template=text.strip()[:300],
         )
-        layer, why = layer_of(site.project, site.file)
+        layer, why = layer_of(site.project, site.file, site.function)
         return Located(text, Match(as_site, info, None), source, layer, why)
 
     def sweep(self, sig: Any, examples: Sequence[str]) -> list[SweepMiss]:

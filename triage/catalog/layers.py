@@ -1,7 +1,8 @@
 """The layer of a catalogued message: an ordered table from project and path to layer.
 
 docs/catalog.md prints this table with the reasoning beside each row (a test keeps the two equal).
-The first row whose project matches and whose path pattern is found in the file wins.
+The first row whose project matches and whose path pattern is found in `file::function` wins
+(a pattern naming a function, `::load_state_dict`, picks one function of a file).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import re
 LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     (
         "nccl",
-        r"^src/(?:transport|misc/(?:socket|ibvwrap|ibvsymbols|ipcsocket)|proxy|bootstrap|net|plugin/net|graph|mnnvl)",
+        r"^src/(?:transport|misc/(?:socket|ibvwrap|ibvsymbols|ipcsocket)|proxy|bootstrap|net|plugin/net|graph|mnnvl|os/)",
         "node",
-        "transports, sockets, InfiniBand, topology: the network and the machine",
+        "transports, sockets, InfiniBand, topology, shared memory: the network and the machine",
     ),
     ("nccl", r"", "engine", "collective set-up and launch: how the engine uses NCCL"),
     (
@@ -27,15 +28,27 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("open-gpu-kernel-modules", r"", "node", "the kernel driver (NVRM): the GPU and the host"),
     (
         "torch",
-        r"^torch/csrc/distributed/c10d/(?:socket|TCPStore|Store|FileStore)|^torch/distributed/elastic/rendezvous",
+        r"^torch/csrc/distributed/c10d/(?:socket|TCPStore|Store|FileStore)",
         "node",
-        "rendezvous and store sockets: reachability between hosts",
+        "store sockets: reachability between hosts",
+    ),
+    (
+        "torch",
+        r"^torch/distributed/rendezvous\.py::_get_env_or_raise",
+        "harness",
+        "the launcher did not set MASTER_ADDR / MASTER_PORT / RANK / WORLD_SIZE",
+    ),
+    (
+        "torch",
+        r"^torch/nn/modules/module\.py::Module\.load_state_dict",
+        "model",
+        "a state dict that does not fit the module: the checkpoint's keys and shapes",
     ),
     (
         "torch",
         r"^torch/distributed/(?:elastic|run\.py|launch)",
         "harness",
-        "torchrun: how the job was launched",
+        "torchrun and its rendezvous: how the job was launched (addresses, ports, node count)",
     ),
     ("torch", r"", "engine", "tensor, CUDA and collective checks inside the engine's process"),
     (
@@ -43,6 +56,12 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
         r"^torch/csrc/distributed/c10d/(?:socket|TCPStore|Store|FileStore)",
         "node",
         "rendezvous and store sockets: reachability between hosts",
+    ),
+    (
+        "torch-cpp",
+        r"^c10/cuda/CUDAFunctions\.cpp",
+        "node",
+        "counting and selecting CUDA devices: the driver and the devices the process can see",
     ),
     (
         "torch-cpp",
@@ -75,6 +94,25 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("safetensors", r"", "model", "the checkpoint's weight files"),
     (
         "vllm",
+        r"^vllm/model_executor/models/utils\.py::_merge_multimodal_embeddings"
+        r"|^vllm/config/model\.py::ModelConfig\.verify_with_parallel_config",
+        "engine",
+        "the engine's own checks under model code: multimodal embedding merge, parallel sizes",
+    ),
+    (
+        "vllm",
+        r"^vllm/v1/engine/input_processor\.py::InputProcessor\._validate_prompt_len",
+        "harness",
+        "a prompt longer than the served context: what the client sent",
+    ),
+    (
+        "vllm",
+        r"::VllmConfig\._get_quantization_config",
+        "model",
+        "the checkpoint's quantization config against this engine and GPU",
+    ),
+    (
+        "vllm",
         r"^vllm/(?:transformers_utils|tokenizers?)/|^vllm/model_executor/model_loader/|^vllm/model_executor/models/|^vllm/model_executor/layers/quantization/|^vllm/config/model\.py",
         "model",
         "checks about the checkpoint: config, tokenizer, weights, quantization, architecture",
@@ -94,14 +132,14 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("vllm", r"", "engine", "argument parsing, scheduler, workers, kernels: the engine itself"),
     (
         "sglang",
-        r"^sglang/srt/(?:model_loader|models|configs|hf_transformers_utils|layers/quantization)",
+        r"^(?:python/)?sglang/srt/(?:model_loader|models|configs|hf_transformers_utils|layers/quantization)",
         "model",
         "checks about the checkpoint: config, tokenizer, weights, quantization, architecture",
     ),
-    ("sglang", r"^sglang/bench|^sglang/test", "harness", "SGLang's benchmark clients"),
+    ("sglang", r"^(?:python/)?sglang/(?:bench|test)", "harness", "SGLang's benchmark clients"),
     (
         "sglang",
-        r"^sglang/srt/(?:entrypoints/openai|openai_api)",
+        r"^(?:python/)?sglang/srt/(?:entrypoints/openai|openai_api)",
         "harness",
         "request validation: what the client sent",
     ),
@@ -112,9 +150,15 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ("lmcache", r"", "engine", "KV cache offloading and transfer"),
     (
         "ray",
-        r"^ray/(?:autoscaler|_private/(?:node|services|resource_spec))",
+        r"^(?:python/)?ray/(?:autoscaler|_private/(?:node|services|resource_spec))",
         "node",
         "cluster membership and node resources",
+    ),
+    (
+        "ray",
+        r"^(?:python/)?ray/_private/utils\.py::check_version_info",
+        "harness",
+        "Ray or Python versions that differ between the driver and the cluster: how it was set up",
     ),
     ("ray", r"", "engine", "the distributed executor the engine runs on"),
     ("aiohttp", r"", "harness", "HTTP client and server library of benchmark clients and proxies"),
@@ -174,6 +218,12 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ),
     ("slurm", r"", "node", "the cluster's job launcher: steps, SPANK plugins, node daemons"),
     ("pyxis", r"", "node", "Slurm's container plugin (enroot images, namespaces): the host"),
+    (
+        "ollama",
+        r"^server/images\.go::PullModel",
+        "harness",
+        "pulling a model by the name the caller gave (a tag or manifest that does not exist)",
+    ),
     ("ollama", r"", "engine", "ollama's CLI, server and GPU discovery: the engine itself"),
     (
         "mooncake",
@@ -194,10 +244,12 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
 _COMPILED = tuple((p, re.compile(rx), layer, why) for p, rx, layer, why in LAYER_RULES)
 
 
-def layer_of(project: str, path: str) -> tuple[str, str]:
-    """(layer, why) for a message printed in this project's file; engine when no row matches."""
+def layer_of(project: str, path: str, function: str = "") -> tuple[str, str]:
+    """(layer, why) for a message printed in this project's file (and function); engine when no
+    row matches."""
+    subject = f"{path}::{function}"
     for name, pattern, layer, why in _COMPILED:
-        if name == project and pattern.search(path):
+        if name == project and pattern.search(subject):
             return layer, why
     return "engine", "no row of the layer table names this project"
 
