@@ -99,3 +99,23 @@ def test_layer_rows_by_file_and_function() -> None:
     rdzv = "torch/distributed/elastic/rendezvous/dynamic_rendezvous.py"
     assert layer_of("torch", rdzv, "run")[0] == "harness"
     assert layer_of("torch", "torch/csrc/distributed/c10d/TCPStore.cpp", "")[0] == "node"
+
+
+def test_a_runtime_error_takes_the_layer_of_the_frame_it_arose_in(tmp_path: Path) -> None:
+    # a config.json that is not JSON, read by transformers (the AniPortrait case in corpus/model):
+    # the JSON decoder's message is the runtime's, the frame above it says whose read failed
+    frames = (
+        "Traceback (most recent call last):\n"
+        '  File "/env/lib/python3.10/site-packages/transformers/configuration_utils.py", '
+        "line 661, in _get_config_dict\n"
+        "    config_dict = cls._dict_from_json_file(resolved_config_file)\n"
+        '  File "/env/lib/python3.10/site-packages/transformers/configuration_utils.py", '
+        "line 760, in _dict_from_json_file\n"
+        "    return json.loads(text)\n"
+    )
+    error = "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)\n"
+    layer, explain = _located(tmp_path, frames + error)
+    assert layer == "model", explain
+    # near miss: the same message with no traceback keeps the runtime's default layer
+    layer, _ = _located(tmp_path, error)
+    assert layer == "engine"

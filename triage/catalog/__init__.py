@@ -410,22 +410,51 @@ def locate(
             remaining.append(item)
             continue
         if frames:
-            found = _called_from(found, item.line, text, frames)
+            found = _called_from(catalog, found, item.line, text, frames)
         hypotheses.append(_hypothesis(found, item, first_rank + len(hypotheses)))
     return hypotheses, remaining
 
 
+# Projects whose messages belong to whatever code ran into them: the runtime's own errors (a
+# KeyError, a JSON decode error, an asyncio time-out) live where the traceback says they arose.
+RUNTIME_PROJECTS = frozenset({"cpython"})
+
+
 def _called_from(
-    found: Located, line: Line, text: str, frames: Sequence[tuple[str, int, str]]
+    catalog: Catalog,
+    found: Located,
+    line: Line,
+    text: str,
+    frames: Sequence[tuple[str, int, str]],
 ) -> Located:
-    """The located line with the caller's layer when a driving program's call raised it (see
-    `layers.caller_layer`)."""
+    """The located line with the layer its traceback gives it: the caller's when a driving
+    program's call raised it (see `layers.caller_layer`); for a message of the Python runtime
+    itself, the layer of the innermost frame of a catalogued project (or of a driving program)."""
     chain = chain_before(frames, process_key(line), f"{line.input}|-", line.number)
     callers = [(n, pkg) for n, frame in chain if (pkg := caller_package(frame.path))]
     rule = caller_layer(found.layer, exception_class(text), callers)
+    if rule is None and found.source.project in RUNTIME_PROJECTS:
+        rule = _innermost_owner(catalog, chain)
     if rule is None:
         return found
     return replace(found, layer=rule[0], layer_why=rule[1])
+
+
+def _innermost_owner(
+    catalog: Catalog, chain: Sequence[tuple[int, Frame]]
+) -> tuple[str, str] | None:
+    """(layer, why) of the innermost traceback frame that belongs to a catalogued project other
+    than the runtime, or to a driving program (harness)."""
+    for number, frame in reversed(chain):
+        package = caller_package(frame.path)
+        if package is not None:
+            return "harness", f"the runtime's error arose in {package} (its frame at line {number})"
+        site = locate_frame(catalog.store, frame, "")
+        if site is None or site.project in RUNTIME_PROJECTS or site.defined is False:
+            continue
+        layer, why = layer_of(site.project, site.file, site.function)
+        return layer, f"the runtime's error arose in {site.project} {site.file}: {why}"
+    return None
 
 
 def _title(found: Located) -> str:

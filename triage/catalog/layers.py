@@ -13,7 +13,8 @@ import re
 LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     (
         "nccl",
-        r"^src/(?:transport|misc/(?:socket|ibvwrap|ibvsymbols|ipcsocket)|proxy|bootstrap|net|plugin/net|graph|mnnvl|os/)",
+        r"^src/(?:transport|misc/(?:socket|ibvwrap|ibvsymbols|ipcsocket|shmutils)|proxy|bootstrap"
+        r"|net|plugin/net|graph|mnnvl|os/)",
         "node",
         "transports, sockets, InfiniBand, topology, shared memory: the network and the machine",
     ),
