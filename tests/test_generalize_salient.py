@@ -223,6 +223,60 @@ FAILURES = {
     "nvrm-api-mismatch": _line(
         CORPUS / "node" / "nvrm-api-mismatch-client-name-pid-595.log", "NVRM: API mismatch"
     ),
+    # a third pass over the same audit's silent cases
+    "selinux-avc": _line(
+        CORPUS / "node" / "selinux-avc-denied-module-load-gpu-operator-rhel8.log", "avc:  denied"
+    ),
+    "apparmor": _line(
+        CORPUS / "node" / "apparmor-denied-nvidia-smi-snmpd-profile-synology.log",
+        'apparmor="DENIED"',
+    ),
+    "mpi-error": _line(
+        CORPUS / "engine" / "trtllm-pip-mpi4py-mpi-init-thread-null-communicator-slurm.log",
+        "*** An error occurred in MPI_Init_thread",
+    ),
+    "ptxas-fatal": _line(
+        CORPUS / "engine" / "jit-h200-repro-ptxas-unknown-sm.log", "ptxas fatal   :"
+    ),
+    "cuda-returned": _line(
+        CORPUS / "node" / "cuda-samples-devicequery-returned-999-unknown-error.log",
+        "cudaGetDeviceCount returned 999",
+    ),
+    "cuda-driver-api-error": _line(
+        CORPUS / "node" / "nvbandwidth-multinode-single-node-h200-cumemcreate-not-permitted.log",
+        "CUDA_ERROR_NOT_PERMITTED",
+    ),
+    "ggml-cuda-error": _line(
+        CORPUS / "engine" / "llamacpp-b1233-cuda-error-2-ggml-cuda-out-of-memory.log",
+        "CUDA error 2 at",
+    ),
+    "rocm-fault": _line(
+        CORPUS / "engine" / "rocm-memory-access-fault-comfyui-gfx1100.log",
+        "Memory access fault by GPU node-1",
+    ),
+    "sxid": _line(
+        CORPUS / "node" / "nvswitch-sxid-22013-minion-dlreq-tdx-guest.log",
+        "SXid (PCI:0000:04:00.0)",
+    ),
+    "version-magic": _line(
+        CORPUS / "node" / "nvidia-version-magic-mismatch-fedora31-upgrade.log",
+        "version magic '5.4.18",
+    ),
+    "json-code": _line(
+        CORPUS / "harness" / "llama-server-context-size-has-been-exceeded-500.log",
+        '"code":500,"message"',
+    ),
+    "openai-error-body": _line(
+        CORPUS / "model" / "vllm-openai-client-400-default-chat-template.log",
+        "'object': 'error', 'message'",
+    ),
+    "loguru": _line(
+        CORPUS / "harness" / "aihawk-ollama-https-url-wrong-version-number.log", "| ERROR    |"
+    ),
+    "error-tag-lower": _line(
+        CORPUS / "engine" / "runpod-voxtral-mini-please-install-vllm-audio.log",
+        "[error]Please install",
+    ),
     # a permission check (NVIDIA/nccl, shm_open)
     "denied": "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
     "Permission denied",

@@ -30,14 +30,14 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|\bWarning +(?:Failed|FailedMount|FailedAttachVolume|FailedCreatePodSandBox|FailedScheduling|Unhealthy|BackOff) +[0-9])",
     ),
     # a failed permission check, as tools print it ("bash: ./x: Permission denied", "[Errno 13] ...")
-    ("denied", r"(?::|\]) Permission denied\b"),
+    ("denied", r"(?::|\]) Permission denied\b|\bavc: +denied +\{|apparmor=\"DENIED\""),
     # a command-line tool's own error line: "error: pyxis: couldn't mkdir ...", "Error: stat
     # nvidia.com/gpu=0: ...", "[ERROR] [sol_attn] kernel failed"; a worker that reports its
     # exception in one line before the traceback ("TpModelWorkerClient hit an exception:")
     (
         "error-line",
-        r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/*]|\[(?:ERROR|FATAL)\] |\bhit an exception: |^Error in child process:"
-        r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z]|^ERROR: [A-Z][a-z]|\bptxas\b.{0,200}\berror +: )",
+        r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/*]|\[(?:ERROR|FATAL)\] |\[error\]|\bhit an exception: |^Error in child process:"
+        r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z]|^ERROR: [A-Z][a-z]|\bptxas\b.{0,200}\b(?:error|fatal) +: |\*\*\* An error occurred in [A-Z])",
     ),
     # a failure stated in words: a call that failed ("ibv_create_cq() failed: Cannot allocate
     # memory", "cudaMalloc failed: out of memory", "fi_mr_reg failed, ret is:-12"), "Failed to
@@ -51,11 +51,14 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|\bUnable to (?:determine the|load|open|find|initialize|allocate|create|connect|mount|start|get|read) [^\n]{0,200}?: [A-Za-z]"
         r"|\b[a-z][a-z0-9_]{2,30} error: [A-Z]|\bHSA_STATUS_ERROR_[A-Z_]+|\baborting with error\b"
         r"|\bsize mismatch for [\w.]+: copying a param|\bWatchdog timeout \("
+        r"|\bCUDA error [0-9]+ at [^\s:]{1,300}:[0-9]+|\bcuda[A-Z]\w{2,40} returned [1-9][0-9]*"
+        r"|\bCUDA_ERROR_[A-Z_]{3,40}\b|\bNVIDIA-SMI (?:has failed|couldn't)|\bError loading (?:model|weights|checkpoint)"
         r"|\b[a-z_]{3,40}: error (?:loading|reading|opening|creating|allocating|initializing) [a-z]"
         r"|\b(?:cuda|hip)Error[A-Z][A-Za-z]{4,40}\b|\bcuda runtime error \([0-9]+\)"
         r"|\b(?:Error code|status code|API error|HTTP error|HTTP|Error)[: ]{1,3}[45][0-9][0-9]\b"
         r"|\b[45][0-9][0-9] (?:Internal Server Error|Bad Request|Service Unavailable|Bad Gateway|Gateway Timeout|Unprocessable Entity)\b"
-        r"|\"error\": ?\{\"code\": ?[45][0-9][0-9])",
+        r"|\"error\": ?\{\"code\": ?[45][0-9][0-9]|\"code\": ?[45][0-9][0-9], ?\"message\""
+        r"|[\"']object[\"']: ?[\"']error[\"'], ?[\"']message[\"']|\"status\": ?[45][0-9][0-9], ?\"error\")",
     ),
     # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
     ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|$)"),
@@ -70,23 +73,23 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         "fatal",
         r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `"
         r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S"
-        r"|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at )",
+        r"|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at |Memory access fault by GPU node-[0-9])",
     ),
     # kernel faults and GPU driver events
     (
         "kernel",
-        r"(?:NVRM: Xid|BUG: |general protection fault|Kernel panic|Out of memory: Killed process|blocked for more than [0-9]+ seconds|DMAR: \[DMA|IO_PAGE_FAULT|mce: \[Hardware Error\]|has fallen off the bus|AER: (?:Multiple )?Uncorrected \((?:Fatal|Non-Fatal)\) error received)",
+        r"(?:NVRM: Xid|BUG: |general protection fault|Kernel panic|Out of memory: Killed process|blocked for more than [0-9]+ seconds|DMAR: \[DMA|IO_PAGE_FAULT|mce: \[Hardware Error\]|has fallen off the bus|AER: (?:Multiple )?Uncorrected \((?:Fatal|Non-Fatal)\) error received|\bSXid \(PCI:)",
     ),
     # kernel errors: filesystems and block devices, the cgroup OOM killer, segfaults, NVRM failures
     (
         "kernel-error",
-        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b|NVRM: API mismatch: |amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: .{0,80}\b(?:timeout|page fault|failed|error)\b)",
+        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b|NVRM: API mismatch: |: version magic '[^'\n]{1,120}' should be '|amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: .{0,80}\b(?:timeout|page fault|failed|error)\b)",
     ),
     # error-level records of the loggers triage unwraps: vLLM, uvicorn, Python logging, Go/logrus,
     # glog/klog (PyTorch c10 too), bracketed [E] tags, "err: N" return codes
     (
         "logger",
-        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\])",
+        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} E \d+ \d+\]|\| (?:ERROR|CRITICAL) +\| )",
     ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
