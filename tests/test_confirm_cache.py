@@ -119,3 +119,36 @@ def test_reuse_rule_holds_on_real_lines_with_numbers_rewritten(kb: KnowledgeBase
                     assert found.captures == other.captures, (regex, line, variant)
                 checked += 1
     assert checked > 1000
+
+
+def test_input_order_is_the_tuple_order() -> None:
+    """`api._input_order` (stable one-key sorts) gives the order of one sort on the tuple
+    (input position, line number, pattern index), ties in their given order."""
+    from triage.api import _input_order
+    from triage.models import Hit, Line
+
+    rng = random.Random(20)
+    for inputs in (["a.log"], ["a.log", "b.log", "c.log"]):
+        position = {name: i for i, name in enumerate(inputs)}
+        hits = [
+            Hit(
+                signature=str(n),
+                pattern_index=rng.randrange(40),
+                role="decisive",
+                line=Line(rng.choice([*inputs, "stray"]), rng.randrange(1, 300), "x"),
+            )
+            for n in range(2000)
+        ]
+        expected = sorted(
+            hits, key=lambda h: (position.get(h.line.input, -1), h.line.number, h.pattern_index)
+        )
+        assert [id(h) for h in _input_order(hits, position)] == [id(h) for h in expected]
+
+
+def test_confirm_keeps_a_bounded_number_of_compiled_patterns() -> None:
+    from triage.confirm_cache import MAX_COMPILED, _confirmer
+
+    cache = ConfirmCache(enabled=True)
+    for n in range(MAX_COMPILED + 50):
+        assert cache.captures(f"needle{n}x", f"a needle{n}x here") == {}
+    assert _confirmer.cache_info().currsize <= MAX_COMPILED

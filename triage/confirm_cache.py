@@ -27,7 +27,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from triage.regexes import compile_linear
+from triage.regexes import LinearRegex
 from triage.textutil import strip_ansi
 from triage.usertext import elide_user_text
 
@@ -41,6 +41,12 @@ MAX_CACHED_LINE = 2048
 # Entries kept before the memo starts again: bounded memory on logs that never repeat (at most
 # MAX_ENTRIES distinct lines of MAX_CACHED_LINE characters, 32 MiB; a few MiB on real lines).
 MAX_ENTRIES = 1 << 14
+# Compiled patterns a run keeps for confirming, the least recently used dropped first. Each RE2
+# object grows its DFA state cache (and a reverse program) as it searches: about 40 KB a pattern,
+# 80 MB for the 2,000 patterns the real-log benchmark confirms, most of them once or twice
+# (docs/performance.md, ninth session). The hot ones stay compiled; one dropped and needed again
+# is compiled again (about 0.4% of the candidate searches on that benchmark).
+MAX_COMPILED = 1024
 
 
 def confirm_text(raw: str) -> str:
@@ -142,6 +148,11 @@ class ConfirmCache:
         self.searches = 0  # RE2 (or `regex`) searches actually run
         self.reused = 0  # results taken from the memo
 
+    def clear(self) -> None:
+        """Forget every remembered result (the counters stay)."""
+        self._memo.clear()
+        self._text = self._masked = ""
+
     def captures(self, regex: str, text: str) -> dict[str, str] | None:
         """The named groups of the pattern's first match in text, or None when it does not
         match; a timed-out backtracking search raises TimeoutError (never memoised)."""
@@ -165,5 +176,12 @@ class ConfirmCache:
 
     def _search(self, regex: str, text: str) -> dict[str, str] | None:
         self.searches += 1
-        found = compile_linear(regex).search(text)
+        found = _confirmer(regex).search(text)
         return None if found is None else found.captures
+
+
+@lru_cache(maxsize=MAX_COMPILED)
+def _confirmer(regex: str) -> LinearRegex:
+    """The run's compiled pattern (bounded, unlike `regexes.compile_linear`, which `kb lint` and
+    rank share and which keeps every pattern it compiled)."""
+    return LinearRegex(regex)

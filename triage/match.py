@@ -187,6 +187,15 @@ class Matcher:
         self._skip_cache = ((0, -1), frozenset())
         self._rescan = None
 
+    def forget_lines(self) -> None:
+        """Drop what the scan remembered per distinct line (decoded text, outcomes, framing) and
+        per masked line (the confirm memo): the input is read, and a run's report needs neither
+        (a memo is a cache: anything confirmed later is confirmed again, with the same result).
+        A few MB that the report's own objects reuse (a following run keeps feeding and does
+        not call this)."""
+        self._lines = LineMemo(self.confirmer.enabled)
+        self.confirmer.clear()
+
     @property
     def decided(self) -> set[str]:
         """Signatures with a confirmed decisive hit."""
