@@ -113,3 +113,16 @@ def test_redact_lines_sees_a_block_across_lines() -> None:
     assert len(out) == len(lines) and out[0] == lines[0] and out[-1] == lines[-1]
     assert not any(body in line for line in out)
     assert redact(lines[2]) == lines[2]  # the body line alone looks like any base64
+
+
+def test_a_file_name_ending_in_a_key_prefix_is_not_a_cut_key() -> None:
+    # corpus/engine/vllm-pplx-intranode-a2a-invalid-resource-handle.log: the name ends with
+    # `pplx-` (Perplexity's key prefix) and words; the history stored it as 'vllm-[redacted]'
+    name = "corpus/engine/vllm-pplx-intranode-a2a-invalid-resource-handle.log"
+    assert redact(name) == name
+    # a key cut at the end of the text is still one: its random part is one long run
+    import random
+
+    rng = random.Random(7)
+    tail = "".join(rng.choice("abcdefghijkABCDEFGHIJK0123456789") for _ in range(30))
+    assert redact(f"export PPLX=pplx-{tail}") == f"export PPLX={REDACTED}"

@@ -449,7 +449,17 @@ def _cut_token(m: re.Match[str]) -> tuple[int, int] | None:
     an AWS key id is upper case and digits, so upper case alone will do after AKIA/ASIA."""
     token = m.group(0)
     aws = token[:4] in ("AKIA", "ASIA") and token.isupper() and token.isalnum()
+    if not aws and _slug(token):
+        return None
     return m.span() if (aws or _mixed(token[3:])) and _token_ok(token, 6) else None
+
+
+def _slug(token: str) -> bool:
+    """Four or more short lower-case words joined by '-', '_' or '.': a file name or an id
+    (`vllm-pplx-intranode-a2a-invalid-resource-handle.log` ends with a `pplx-` prefix), never a
+    generated key, whose random part is one long run."""
+    parts = [p for p in re.split(r"[-_.]", token) if p]
+    return len(parts) >= 4 and all(len(p) <= 12 and p == p.lower() for p in parts)
 
 
 _TOKEN_TAIL = r"(?![A-Za-z0-9_])"

@@ -97,6 +97,18 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         # moved to node by the layer review (docs/audits.md): the host's set-up breaks a
         # workload's transport, download or JIT build; not a condition of the GPU node's health
         "gloo-connect-full-mesh-failed",
+        # the ninth session's packs: a transport's memory registration or endpoint set-up (like
+        # nccl-ib-verbs-call-failed), a job's container image or helper, a Ray worker's store or
+        # session directory, and a clock slowdown (a warning: reported, not a node condition)
+        "aws-ofi-nccl-endpoint-setup-failed",
+        "aws-ofi-nccl-memory-registration-failed",
+        "efa-device-command-failed",
+        "enroot-helper-command-not-found",
+        "enroot-registry-http-error",
+        "gpu-clocks-hw-slowdown",
+        "libfabric-memory-registration-failed",
+        "ray-object-store-full",
+        "ray-session-dir-disk-full",
         "hf-download-disk-full",
         "hf-hub-download-timeout",
         "hf-hub-rate-limited",
