@@ -455,11 +455,12 @@ def _cut_token(m: re.Match[str]) -> tuple[int, int] | None:
 
 
 def _slug(token: str) -> bool:
-    """Four or more short lower-case words joined by '-', '_' or '.': a file name or an id
-    (`vllm-pplx-intranode-a2a-invalid-resource-handle.log` ends with a `pplx-` prefix), never a
-    generated key, whose random part is one long run."""
+    """Short lower-case parts joined by '-', '_' or '.', four or more of them words of letters
+    only: a file name or an id (`vllm-pplx-intranode-a2a-invalid-resource-handle.log` ends with a
+    `pplx-` prefix), never a generated key (`sk-or-v1-cd5704d3`: its random part has digits)."""
     parts = [p for p in re.split(r"[-_.]", token) if p]
-    return len(parts) >= 4 and all(len(p) <= 12 and p == p.lower() for p in parts)
+    words = sum(1 for p in parts if len(p) >= 3 and p.isalpha())
+    return words >= 4 and all(len(p) <= 12 and p == p.lower() for p in parts)
 
 
 _TOKEN_TAIL = r"(?![A-Za-z0-9_])"
