@@ -106,7 +106,6 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
 # Exception classes that are warnings or control flow, not failures.
 _BENIGN_EXCEPTIONS = (
     "Warning:",
-    "ERROR: pip's dependency resolver",  # pip's report on an install that went on
     "StopIteration",
     "KeyboardInterrupt",
     "CancelledError",
