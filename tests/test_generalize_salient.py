@@ -16,6 +16,7 @@ from triage.evaluate import evaluate
 from triage.models import Report
 
 CORPUS = ROOT / "corpus"
+R13 = ROOT / "audits" / "round-13"
 HEALTHY = CORPUS / "healthy"
 
 
@@ -277,6 +278,36 @@ FAILURES = {
         CORPUS / "engine" / "runpod-voxtral-mini-please-install-vllm-audio.log",
         "[error]Please install",
     ),
+    # round 13's silent shapes (scored blind before this change): an assert macro of a C
+    # library, a Go daemon's lower-case permission error after its time, a tool's bad flag, a
+    # hosted endpoint that failed to start, rich's error record, a loader's dropped format
+    "ggml-assert": _line(
+        R13 / "engine" / "llamacpp-server-mamba-ggml-assert-cell-has-seq-id.log", "GGML_ASSERT"
+    ),
+    "go-error-denied": _line(
+        R13 / "node" / "nvidia-docker-plugin-as-normal-user-bind-plugin-socket-permission-denied.log",
+        "bind: permission denied",
+    ),
+    "invalid-argument": _line(
+        R13 / "engine" / "llama-box-chat-template-inline-jinja-invalid-argument.log",
+        "Invalid argument: --chat-template",
+    ),
+    "failed-to-start": _line(
+        R13 / "engine" / "tgi-inference-endpoint-shard-failed-clear-cache-exit-1.log",
+        "Endpoint failed to start",
+    ),
+    "rich-error": _line(
+        R13 / "harness" / "distilabel-magpie-step-load-failed-404-hf-inference-api-status.log",
+        "Failed to load step",
+    ),
+    "no-longer-supported": _line(
+        R13 / "model" / "llamacpp-llava-mmproj-ggufv1-no-longer-supported.log",
+        "no longer supported",
+    ),
+    "fail-to-access": _line(
+        R13 / "harness" / "ragflow-add-vllm-magistral-fail-to-access-nonetype-strip.log",
+        "Fail to access model",
+    ),
     # a permission check (NVIDIA/nccl, shm_open)
     "denied": "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
     "Permission denied",
@@ -325,6 +356,15 @@ NEAR_MISSES = {
     "logrus-warn-failed": _line(
         HEALTHY / "dockerd-containerd-plugins-btrfs-warning.log", "failed to load plugin"
     ),
+    # constructed to test the gates of the round-13 shapes: a warning that something failed to
+    # start (a start-up that retries), a quoted assert macro that did not fail, "Fail to" inside a
+    # word, a permission word at INFO level
+    "warning-failed-to-start": "WARNING 05-06 10:00:00 [launcher.py:12] Worker failed to start, "
+    "retrying in 5 s",
+    "assert-quoted": "llama.cpp: build has GGML_ASSERT(x) checks enabled",
+    "fail-to-in-word": "INFO: Waitfail to restart is disabled",
+    "info-permission": "INFO 05-06 10:00:00 [cache.py:40] checked /root/.cache: permission denied "
+    "is handled by falling back to /tmp",
 }
 
 

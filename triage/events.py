@@ -30,14 +30,14 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|\bWarning +(?:Failed|FailedMount|FailedAttachVolume|FailedCreatePodSandBox|FailedScheduling|Unhealthy|BackOff) +[0-9])",
     ),
     # a failed permission check, as tools print it ("bash: ./x: Permission denied", "[Errno 13] ...")
-    ("denied", r"(?::|\]) Permission denied\b|\bavc: +denied +\{|apparmor=\"DENIED\""),
+    ("denied", r"(?::|\]) [Pp]ermission denied\b|\bavc: +denied +\{|apparmor=\"DENIED\""),
     # a command-line tool's own error line: "error: pyxis: couldn't mkdir ...", "Error: stat
     # nvidia.com/gpu=0: ...", "[ERROR] [sol_attn] kernel failed"; a worker that reports its
     # exception in one line before the traceback ("TpModelWorkerClient hit an exception:")
     (
         "error-line",
         r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/*]|\[(?:ERROR|FATAL)\] |\[error\]|\bhit an exception: |^Error in child process:"
-        r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z]|^ERROR: [A-Z][a-z]|\bptxas\b.{0,200}\b(?:error|fatal) +: |\*\*\* An error occurred in [A-Z])",
+        r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z]|^ERROR: [A-Z][a-z]|\bptxas\b.{0,200}\b(?:error|fatal) +: |\*\*\* An error occurred in [A-Z]|\b\d\d:\d\d:\d\d Error: [a-z]|^Invalid argument: -{1,2}[a-z])",
     ),
     # a failure stated in words: a call that failed ("ibv_create_cq() failed: Cannot allocate
     # memory", "cudaMalloc failed: out of memory", "fi_mr_reg failed, ret is:-12"), "Failed to
@@ -47,7 +47,7 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         "failed",
         r"(?:(?:\b[A-Za-z_][\w.:]{1,60}\([^()\n]{0,300}\)|\b[a-z][a-z0-9]*_\w{1,60}|\b[a-z]{2,20}[A-Z]\w{1,40})"
         r" failed(?:: |, | with (?:error|code|status)|\s*\((?:-?[0-9]|err))"
-        r"|(?:^|[>`|\]]\s?|: )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
+        r"|(?:^|[>`|\]]\s?|: |❌ )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
         r"|\bUnable to (?:determine the|load|open|find|initialize|allocate|create|connect|mount|start|get|read) [^\n]{0,200}?: [A-Za-z]"
         r"|\b[a-z][a-z0-9_]{2,30} error: [A-Z]|\bHSA_STATUS_ERROR_[A-Z_]+|\baborting with error\b"
         r"|\bsize mismatch for [\w.]+: copying a param|\bWatchdog timeout \("
@@ -58,7 +58,9 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|\b(?:Error code|status code|API error|HTTP error|HTTP|Error)[: ]{1,3}[45][0-9][0-9]\b"
         r"|\b[45][0-9][0-9] (?:Internal Server Error|Bad Request|Service Unavailable|Bad Gateway|Gateway Timeout|Unprocessable Entity)\b"
         r"|\"error\": ?\{\"code\": ?[45][0-9][0-9]|\"code\": ?[45][0-9][0-9], ?\"message\""
-        r"|[\"']object[\"']: ?[\"']error[\"'], ?[\"']message[\"']|\"status\": ?[45][0-9][0-9], ?\"error\")",
+        r"|[\"']object[\"']: ?[\"']error[\"'], ?[\"']message[\"']|\"status\": ?[45][0-9][0-9], ?\"error\""
+        r"|\b(?:[A-Z][a-z]{2,20}|[a-z]{3,20}) failed to start\b|^[a-z_]{3,40}: [^\n]{0,80}\bis no longer supported\b"
+        r"|(?:^|: |\b[0-9]{3} )Fail to [a-z]{3,20} [^\n]{0,200}?[(:.])",
     ),
     # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", bare "KeyError"
     ("exception", r"\b[A-Za-z_][\w.]*(?:Error|Exception)(?::|\r|$)"),
@@ -73,7 +75,7 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         "fatal",
         r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `"
         r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S"
-        r"|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at |Memory access fault by GPU node-[0-9])",
+        r"|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at |Memory access fault by GPU node-[0-9]|\b[A-Z][A-Z0-9]{1,20}_ASSERT\([^\n]{1,300}\) failed)",
     ),
     # kernel faults and GPU driver events
     (
@@ -89,7 +91,7 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # glog/klog (PyTorch c10 too), bracketed [E] tags, "err: N" return codes
     (
         "logger",
-        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} E \d+ \d+\]|\| (?:ERROR|CRITICAL) +\| )",
+        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} E \d+ \d+\]|\| (?:ERROR|CRITICAL) +\| |\] (?:ERROR|CRITICAL) {2,}\S)",
     ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
