@@ -358,13 +358,14 @@ NEAR_MISSES = {
     ),
     # constructed to test the gates of the round-13 shapes: a warning that something failed to
     # start (a start-up that retries), a quoted assert macro that did not fail, "Fail to" inside a
-    # word, a permission word at INFO level
+    # word, a permission word at INFO level, a CLI's warning sign before 'Failed to'
     "warning-failed-to-start": "WARNING 05-06 10:00:00 [launcher.py:12] Worker failed to start, "
     "retrying in 5 s",
     "assert-quoted": "llama.cpp: build has GGML_ASSERT(x) checks enabled",
     "fail-to-in-word": "INFO: Waitfail to restart is disabled",
     "info-permission": "INFO 05-06 10:00:00 [cache.py:40] checked /root/.cache: permission denied "
     "is handled by falling back to /tmp",
+    "warning-sign-failed-to": "\u26a0\ufe0f Failed to load optional plugin foo: not installed",
 }
 
 

@@ -47,7 +47,7 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         "failed",
         r"(?:(?:\b[A-Za-z_][\w.:]{1,60}\([^()\n]{0,300}\)|\b[a-z][a-z0-9]*_\w{1,60}|\b[a-z]{2,20}[A-Z]\w{1,40})"
         r" failed(?:: |, | with (?:error|code|status)|\s*\((?:-?[0-9]|err))"
-        r"|(?:^|[>`|\]]\s?|: |❌ )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
+        r"|(?:^(?:[^\w\s]{1,8} )?|[>`|\]]\s?|: )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
         r"|\bUnable to (?:determine the|load|open|find|initialize|allocate|create|connect|mount|start|get|read) [^\n]{0,200}?: [A-Za-z]"
         r"|\b[a-z][a-z0-9_]{2,30} error: [A-Z]|\bHSA_STATUS_ERROR_[A-Z_]+|\baborting with error\b"
         r"|\bsize mismatch for [\w.]+: copying a param|\bWatchdog timeout \("
@@ -211,8 +211,11 @@ _LEVELLED_CLASSES = ("container", "denied", "kernel-error", "service", "error-li
 # Classes that say nothing at WARNING level either: a warning that something failed is what a
 # start-up that goes on prints ("Failed to import ...; falling back")
 _WARNING_GATED = ("failed",)
-# A warning as loggers that triage does not frame write it (Go's level=warn, glog's W).
-_WARNED = re.compile(r"\blevel=(?:warn|warning|info|debug)\b|^\[?[WI]\d{3,4} \d\d:|(?<![=\w])(?:WARN|WARNING|INFO)\b")
+# A warning as loggers that triage does not frame write it (Go's level=warn, glog's W, a CLI's
+# warning sign).
+_WARNED = re.compile(
+    r"\blevel=(?:warn|warning|info|debug)\b|^\[?[WI]\d{3,4} \d\d:|(?<![=\w])(?:WARN|WARNING|INFO)\b|\u26a0"
+)
 # A request-level error of a serving engine (one bad request, the server is fine).
 _REQUEST_LEVEL = re.compile(r"\bserving_\w+\.py:\d+\]")
 
