@@ -308,6 +308,49 @@ FAILURES = {
         R13 / "harness" / "ragflow-add-vllm-magistral-fail-to-access-nonetype-strip.log",
         "Fail to access model",
     ),
+    # silent shapes of the empty-knowledge-base development set (corpus failures the fallback
+    # missed): a mixed-case library's named error, a bare CUDA runtime error, Ray's autoscaler and
+    # Slurm's error records, errno words after a path, a component's initialization failure,
+    # "Could not ..." at line start, a build step's FAILED, DRM's error record, Ray's loggers
+    "mixed-case-library-error": _line(
+        CORPUS / "engine" / "rocblas-tensile-library-dat-missing-gfx1103-hip-sdk-windows.log",
+        "rocBLAS error: Cannot read",
+    ),
+    "cuda-error-bare": _line(
+        CORPUS / "node" / "cudadrv-jl-k80-context-create-uncorrectable-ecc-214.log",
+        "CUDA error: uncorrectable ECC",
+    ),
+    "paren-prefix-error": _line(
+        CORPUS / "harness" / "vllm-ray-vllm-host-ip-public-address-no-node-types.log",
+        "(autoscaler +13s) Error: No available node types",
+    ),
+    "errno-after-path": _line(CORPUS / "node" / "dev-shm-full-go-judge.log", "no space left"),
+    "go-lstat-missing": _line(
+        CORPUS / "node" / "nvidia-docker-lstat-dev-nvidia-uvm-after-kernel-update.log",
+        "lstat /dev/nvidia-uvm",
+    ),
+    "initialization-failed": _line(
+        CORPUS / "node" / "nvshmem-ibgda-no-transport-nv-peer-mem-deepep.log",
+        "nvshmem initialization failed",
+    ),
+    "could-not-unload": _line(
+        CORPUS / "node" / "gpu-driver-container-modules-in-use-host-driver-preinstalled.log",
+        "Could not unload NVIDIA driver kernel modules",
+    ),
+    "build-step-failed": _line(
+        CORPUS / "node" / "dkms-nvidia-367-void-failed-to-build.log", "... FAILED!"
+    ),
+    "drm-error": _line(
+        CORPUS / "node" / "amdgpu-ring-gfx-timeout-freebsd-780m-llamacpp-vulkan.log",
+        "ring gfx_0.0.0 timeout",
+    ),
+    "ray-critical": _line(
+        CORPUS / "node" / "ray-raylet-node-marked-dead-fatal-in-docker.log", " C 74 74] (raylet)"
+    ),
+    "ray-python-error": _line(
+        CORPUS / "node" / "ray-raylet-terminated-dashboard-agent-grpc-unavailable.log",
+        "ERROR agent.py:217 --",
+    ),
     # a permission check (NVIDIA/nccl, shm_open)
     "denied": "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
     "Permission denied",
@@ -365,6 +408,22 @@ NEAR_MISSES = {
     "fail-to-in-word": "INFO: Waitfail to restart is disabled",
     "info-permission": "INFO 05-06 10:00:00 [cache.py:40] checked /root/.cache: permission denied "
     "is handled by falling back to /tmp",
+    # the healthy twins of the development set's shapes: Ray's INFO records, DRM's info record,
+    # a DKMS build that completed; a warning that an optional component failed to initialize
+    # and an INFO-level errno phrase (constructed, to test the level gates)
+    "ray-python-info": _line(
+        HEALTHY / "vllm-0.10-ray-tp2-two-nodes-startup.log", "INFO worker.py:1747 --"
+    ),
+    "drm-info": _line(
+        HEALTHY / "dmesg-nvidia-390-taints-kernel-modeset.log", "[drm] Initialized nvidia-drm"
+    ),
+    "dkms-completed": _line(
+        HEALTHY / "dkms-nvidia-vgpu-build-install-completed-pve.log", "DKMS: build completed"
+    ),
+    "warning-initialization-failed": "WARNING 05-06 10:00:00 [utils.py:12] flashinfer "
+    "initialization failed, falling back to the triton backend",
+    "info-errno": "INFO 05-06 10:00:00 [weight_utils.py:40] write /dev/shm/probe: no space left "
+    "on device, using the disk cache",
     "warning-sign-failed-to": "\u26a0\ufe0f Failed to load optional plugin foo: not installed",
 }
 

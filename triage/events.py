@@ -36,8 +36,15 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # exception in one line before the traceback ("TpModelWorkerClient hit an exception:")
     (
         "error-line",
-        r"(?:(?:^|[>`]|\] |: )(?:error|Error): [A-Za-z\[(/*]|\[(?:ERROR|FATAL)\] |\[error\]|\bhit an exception: |^Error in child process:"
+        r"(?:(?:^|[>`]|[\])] |: )(?:error|Error): [A-Za-z_\[(/*]|\bCUDA error: [a-z]|\[(?:ERROR|FATAL)\] |\[error\]|\bhit an exception: |^Error in child process:"
         r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z]|^ERROR: [A-Z][a-z]|\bptxas\b.{0,200}\b(?:error|fatal) +: |\*\*\* An error occurred in [A-Z]|\b\d\d:\d\d:\d\d Error: [a-z]|^Invalid argument: -{1,2}[a-z])",
+    ),
+    # a system call's failure in its errno words, after the path or call it names ("write
+    # /dev/shm/x: no space left on device", Go's "lstat /dev/nvidia-uvm: no such file or directory")
+    (
+        "errno",
+        r"(?:: (?:[Nn]o space left on device|[Rr]ead-only file system|[Dd]isk quota exceeded|[Tt]oo many open files|[Oo]peration not permitted)\b"
+        r"|\b(?:lstat|stat|open|mkdir|write|read|unlinkat|rename|mount|exec) /[^\s:]{1,200}: (?:no such file or directory|device or resource busy)\b)",
     ),
     # a failure stated in words: a call that failed ("ibv_create_cq() failed: Cannot allocate
     # memory", "cudaMalloc failed: out of memory", "fi_mr_reg failed, ret is:-12"), "Failed to
@@ -49,7 +56,9 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r" failed(?:: |, | with (?:error|code|status)|\s*\((?:-?[0-9]|err))"
         r"|(?:^(?:[^\w\s]{1,8} )?|[>`|\]]\s?|: )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
         r"|\bUnable to (?:determine the|load|open|find|initialize|allocate|create|connect|mount|start|get|read) [^\n]{0,200}?: [A-Za-z]"
-        r"|\b[a-z][a-z0-9_]{2,30} error: [A-Z]|\bHSA_STATUS_ERROR_[A-Z_]+|\baborting with error\b"
+        r"|\b[a-z][A-Za-z0-9_]{2,30} error: [A-Z]|\b[a-z]{2,20} initiali[sz]ation failed\b|\.\.\. ?FAILED\b"
+        r"|^Could not (?:load|open|find|resolve|unload|initialize|allocate|create|connect|mount|start|read|determine|get|insert) "
+        r"|\bHSA_STATUS_ERROR_[A-Z_]+|\baborting with error\b"
         r"|\bsize mismatch for [\w.]+: copying a param|\bWatchdog timeout \("
         r"|\bCUDA error [0-9]+ at [^\s:]{1,300}:[0-9]+|\bcuda[A-Z]\w{2,40} returned [1-9][0-9]*"
         r"|\bCUDA_ERROR_[A-Z_]{3,40}\b|\bNVIDIA-SMI (?:has failed|couldn't)|\bError loading (?:model|weights|checkpoint)"
@@ -85,13 +94,13 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     # kernel errors: filesystems and block devices, the cgroup OOM killer, segfaults, NVRM failures
     (
         "kernel-error",
-        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b|NVRM: API mismatch: |: version magic '[^'\n]{1,120}' should be '|amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: .{0,80}\b(?:timeout|page fault|failed|error)\b)",
+        r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b|NVRM: API mismatch: |: version magic '[^'\n]{1,120}' should be '|amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: .{0,80}\b(?:timeout|page fault|failed|error)\b|\[drm(?::\w+)?[^\]\n]{0,60}\] \*ERROR\* |\[drm ERROR :)",
     ),
     # error-level records of the loggers triage unwraps: vLLM, uvicorn, Python logging, Go/logrus,
     # glog/klog (PyTorch c10 too), bracketed [E] tags, "err: N" return codes
     (
         "logger",
-        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} E \d+ \d+\]|\| (?:ERROR|CRITICAL) +\| |\] (?:ERROR|CRITICAL) {2,}\S)",
+        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d+ \d+\]|\d\s+ERROR [\w.-]+\.py:\d+ -- \S|\| (?:ERROR|CRITICAL) +\| |\] (?:ERROR|CRITICAL) {2,}\S)",
     ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
@@ -205,9 +214,11 @@ class UnexplainedLine:
 
 
 # Classes whose lines after a diagnosed failure of the same input are that failure's tail.
-_TAIL_CLASSES = ("fatal", "exit", "service", "container", "logger", "error-line", "failed")
+_TAIL_CLASSES = ("fatal", "exit", "service", "container", "logger", "error-line", "errno", "failed")
 # Classes that say nothing at INFO / DEBUG level (a log line that quotes the state, not the event).
-_LEVELLED_CLASSES = ("container", "denied", "kernel-error", "service", "error-line", "failed")
+_LEVELLED_CLASSES = (
+    "container", "denied", "kernel-error", "service", "error-line", "errno", "failed"
+)
 # Classes that say nothing at WARNING level either: a warning that something failed is what a
 # start-up that goes on prints ("Failed to import ...; falling back")
 _WARNING_GATED = ("failed",)
