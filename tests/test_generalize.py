@@ -385,3 +385,19 @@ def test_a_configuration_stated_in_code_is_not_a_tell(engine: Engine, tmp_path: 
     record = "ERROR 01-01 12:00:00 [engine.py:1] tensor_parallel_size=2 is not supported here\n"
     report = run_text(engine, failure + record, tmp_path)
     assert "tp-size-not-divisible-shard" in [h.signature for h in report.hypotheses]
+
+
+def test_a_shell_command_with_its_environment_is_not_a_tell(engine: Engine, tmp_path: Path) -> None:
+    # audits/round-13/harness/simplear-trl-016-dev-cli-invalid-choice-vllm-serve.log: the pasted
+    # command `CUDA_VISIBLE_DEVICES=0 trl vllm-serve ...` says how it was launched; the failure is
+    # the CLI's own error line (an older TRL without the subcommand), not a GPU that is not visible
+    # (no-gpu-visible-to-process was inferred from the command and ranked first)
+    log = ROOT / "audits" / "round-13" / "harness"
+    text = (log / "simplear-trl-016-dev-cli-invalid-choice-vllm-serve.log").read_text()
+    report = run_text(engine, text, tmp_path)
+    assert "no-gpu-visible-to-process" not in [h.signature for h in report.hypotheses]
+    assert report.failed
+    # near miss: the same variable in an error record is still a tell
+    record = "ERROR 01-01 12:00:00 [platform.py:1] CUDA_VISIBLE_DEVICES=0 but no device was found\n"
+    report = run_text(engine, record, tmp_path)
+    assert "no-gpu-visible-to-process" in [h.signature for h in report.hypotheses]

@@ -575,13 +575,17 @@ _CONTEXT_LEVELS = ("INFO", "DEBUG")
 _TELLS: dict[str, tuple[str, ...]] = {}
 # A line that states a configuration rather than an outcome: a call with keyword arguments
 # (`llm = LLM("m", tensor_parallel_size=2)`), an argument dump (`non-default args: {...}`,
-# `Namespace(...)`, `ServerArgs(...)`), a command line with two or more flags. A supporting
+# `Namespace(...)`, `ServerArgs(...)`), a command line with two or more flags, a shell command
+# whose environment is set before it (`CUDA_VISIBLE_DEVICES=0 trl vllm-serve ...`, after an
+# optional `$ ` prompt) or an `export VAR=value` line. A supporting
 # pattern that reads a value off it (a TP size, a dtype) says how the engine was launched, not
 # that this cause happened.
 _CONFIG_ECHO = (
     r"\b[A-Za-z_][\w.]*\((?:[^()]*,\s*)?[A-Za-z_]\w*\s?=\s?[^=\s,()][^,()]*[,)]"
     r"|non-default args:|\bNamespace\(|\b(?:Server|Engine|AsyncEngine)Args\("
     r"|(?:^|\s)--[A-Za-z][\w-]*(?:[ =]\S+)?\s+--[A-Za-z][\w-]*"
+    r"|^\s*(?:[$#>] )?(?:[A-Z][A-Z0-9_]*=\S* +)+[\w./-]+(?: |$)"
+    r"|^\s*(?:[$#>] )?export [A-Z][A-Z0-9_]*="
 )
 
 
