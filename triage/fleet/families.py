@@ -193,6 +193,7 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         # /dev/shm, kubelet's own pressure eviction (Kubernetes reports that condition itself)
         "cuda-memory-pool-unsupported",
         "docker-desktop-linux-dev-shm-below-vm-ram",
+        "docker-cdi-feature-not-enabled",
         "k8s-pod-evicted-node-pressure",
     }
 )
