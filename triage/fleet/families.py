@@ -102,6 +102,7 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         # session directory, and a clock slowdown (a warning: reported, not a node condition)
         "aws-ofi-nccl-endpoint-setup-failed",
         "aws-ofi-nccl-memory-registration-failed",
+        "aws-ofi-nccl-no-eligible-provider",
         "efa-device-command-failed",
         "enroot-helper-command-not-found",
         "enroot-registry-http-error",
