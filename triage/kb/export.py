@@ -19,7 +19,18 @@ _LAZY = re.compile(r"([*+?}])\?")
 
 
 def to_rust(pattern: str) -> str:
-    """Pattern for `rg -f` (Rust regex syntax)."""
+    """Pattern for `rg --no-unicode -f` (Rust regex syntax, bytes).
+
+    With Unicode off, ripgrep rejects a literal non-ASCII character ("Unicode not allowed
+    here"), so each is written as the escapes of its UTF-8 bytes, which match the same text."""
+    return "".join(
+        ch if ord(ch) < 0x80 else "".join(f"\\x{b:02X}" for b in ch.encode())
+        for ch in _rust_syntax(pattern)
+    )
+
+
+def _rust_syntax(pattern: str) -> str:
+    """Python escapes the Rust regex crate rejects, rewritten; characters kept as they are."""
     p = _NAMED.sub("(?:", pattern)
     out = []
     i = 0
@@ -40,7 +51,7 @@ def to_ere(pattern: str) -> str:
 
     Inline flags and lazy quantifiers have no ERE form: they are dropped (grep then matches a
     superset or, for the two case-insensitive patterns, a subset)."""
-    p = _NONCAPTURE.sub("(", _NAMED.sub("(", to_rust(pattern)))
+    p = _NONCAPTURE.sub("(", _NAMED.sub("(", _rust_syntax(pattern)))
     p = p.replace("(?i)", "")
     p = _LAZY.sub(r"\1", p)
     p = p.replace(r"\d", "[0-9]").replace(r"\s", "[[:space:]]").replace(r"\S", "[^[:space:]]")
