@@ -359,7 +359,7 @@ def test_frame_pattern_is_the_catalogs(kb: KnowledgeBase) -> None:
 
 def test_layer_table_is_documented() -> None:
     doc = (ROOT / "docs" / "catalog.md").read_text()
-    rows = re.findall(r"^\| `([\w+-]+)` \| (`[^`]*`|any) \| (\w+) \| (.+?) \|$", doc, re.M)
+    rows = re.findall(r"^\| `([\w.+-]+)` \| (`[^`]*`|any) \| (\w+) \| (.+?) \|$", doc, re.M)
     documented = [
         (p, "" if rx == "any" else rx.strip("`").replace("\\|", "|"), layer, why)
         for p, rx, layer, why in rows

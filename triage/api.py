@@ -55,6 +55,28 @@ CATALOG_FRAME = (
     "catalog-frame",
     r'File "[^"\n]{1,400}", line [0-9]+, in |File [^"\s][^\n]{0,400}?\.py:[0-9]+, in ',
 )
+# Go stack frame lines (function and file lines): a Go panic is located by its goroutine's frames
+# (a literal of triage.catalog.native, repeated for the same reason; a test keeps the two equal).
+GO_FRAME = (
+    "go-frame",
+    r"\.go:[0-9]+(?: \+0x[0-9a-f]+|\r?$)"
+    r"|(?:^|\s)(?:(?:[a-z0-9-]+\.)+[a-z]{2,}/[\w./~-]+|main|runtime)\.(?:\(\*?[A-Za-z_]\w*(?:\[[^\]\n]{0,80}\])?\)\.)?"
+    r"[A-Za-z_]\w*(?:\.func[0-9]+)*\((?:0x[0-9a-f]|\{0x|\.\.\.\)|\)$)",
+)
+
+
+def _crash_shadow(
+    loose: Sequence[UnexplainedLine], go_frame_hits: Sequence[Hit]
+) -> set[tuple[str, int]]:
+    """The failure lines a crash that prints its own place accounts for (a Go panic and its
+    frames, an assertion's file:line; see `triage.catalog.native.crash_shadow`)."""
+    from triage.catalog.native import crash_shadow
+
+    lines = [
+        (u.line.input, u.line.number, u.line.message or u.line.text or u.line.raw) for u in loose
+    ]
+    frames = [(h.line.input, h.line.number, h.line.text) for h in go_frame_hits]
+    return crash_shadow(lines, frames)
 
 
 def load_kb(root: Path | None = None) -> KnowledgeBase:
@@ -96,7 +118,9 @@ class Engine:
         self.kb = kb
         self.options = options or RunOptions()
         facts = FACT_PATTERNS + SNAPSHOT_PATTERNS + ((STATS_PATTERN,) if self.options.stats else ())
-        self.table = build_table(kb.pattern_sources, facts, (*SALIENT_PATTERNS, CATALOG_FRAME))
+        self.table = build_table(
+            kb.pattern_sources, facts, (*SALIENT_PATTERNS, CATALOG_FRAME, GO_FRAME)
+        )
         self._engine_name = self.options.engine
 
     def new_matcher(self) -> Matcher:
@@ -214,6 +238,7 @@ class Engine:
         fact_hits: list[Hit] = []
         salient_hits: list[Hit] = []
         frame_hits: list[Hit] = []
+        go_frame_hits: list[Hit] = []
         # Input order, whatever order the scan confirmed them in (supporting lines wait for their
         # decisive line; --jobs workers finish in any order): reports depend on the input only.
         position = {src.name: i for i, src in enumerate(sources)}
@@ -226,6 +251,8 @@ class Engine:
                 fact_hits.append(hit)
             elif ref.owner == CATALOG_FRAME[0]:
                 frame_hits.append(hit)
+            elif ref.owner == GO_FRAME[0]:
+                go_frame_hits.append(hit)
             else:
                 salient_hits.append(hit)
         headless = headless_tracebacks(salient_hits, frame_hits)
@@ -256,11 +283,13 @@ class Engine:
             scope.infer = True
             # a traceback cut before its exception line says that something failed, not what:
             # it is reported, but no cause is inferred from lines near it
+            shadow = _crash_shadow(loose, go_frame_hits)
             scope.failure_lines = {
                 (u.line.input, u.line.number)
                 for u in loose
                 if TRACEBACK_HEAD not in (u.line.text or u.line.raw)
                 and (u.line.input, u.line.number) not in cut_heads
+                and (u.line.input, u.line.number) not in shadow
             }
             scope.frame_lines = {(h.line.input, h.line.number) for h in frame_hits}
             hypotheses = rank(self.kb.by_id, sig_hits, facts, scope)
@@ -274,8 +303,14 @@ class Engine:
                 for h in salient_hits
                 if h.signature == "exception"
             ]
+            go_frames = [(h.line.input, h.line.number, h.line.text) for h in go_frame_hits]
             located, loose = locate(
-                loose, facts, first_rank=len(hypotheses) + 1, frames=frames, exceptions=excs
+                loose,
+                facts,
+                first_rank=len(hypotheses) + 1,
+                frames=frames,
+                exceptions=excs,
+                go_frames=go_frames,
             )
             hypotheses = hypotheses + located
         for hyp in hypotheses:  # every decisive line, also those beyond the kept sample

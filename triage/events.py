@@ -79,12 +79,13 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"(?:Main process exited, code=(?:exited|killed|dumped)|exited with (?:exit )?code [1-9]|Exit Code: *[1-9]|status=[1-9][0-9]*/[A-Z]|\bexited on signal [0-9]+|one or more processes exited with non-zero status)",
     ),
     # fatal process deaths; a C/C++ assert() as glibc prints it ("prog: file.cpp:40: func:
-    # Assertion `expr' failed."), the line that names what a core dump aborted on
+    # Assertion `expr' failed."), the line that names what a core dump aborted on; a Go panic's
+    # first line ("panic: runtime error: index out of range [0] with length 0")
     (
         "fatal",
         r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `"
         r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S"
-        r"|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at |Memory access fault by GPU node-[0-9]|\b[A-Z][A-Z0-9]{1,20}_ASSERT\([^\n]{1,300}\) failed)",
+        r"|^panic: [^\s\d]|^SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP|QUIT): [a-z]|\bpanic: runtime error: [a-z]|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at |Memory access fault by GPU node-[0-9]|\b[A-Z][A-Z0-9]{1,20}_ASSERT\([^\n]{1,300}\) failed)",
     ),
     # kernel faults and GPU driver events
     (
@@ -217,7 +218,13 @@ class UnexplainedLine:
 _TAIL_CLASSES = ("fatal", "exit", "service", "container", "logger", "error-line", "errno", "failed")
 # Classes that say nothing at INFO / DEBUG level (a log line that quotes the state, not the event).
 _LEVELLED_CLASSES = (
-    "container", "denied", "kernel-error", "service", "error-line", "errno", "failed"
+    "container",
+    "denied",
+    "kernel-error",
+    "service",
+    "error-line",
+    "errno",
+    "failed",
 )
 # Classes that say nothing at WARNING level either: a warning that something failed is what a
 # start-up that goes on prints ("Failed to import ...; falling back")
@@ -297,7 +304,9 @@ def unexplained(
             continue
         if hit.signature in _LEVELLED_CLASSES and line.level in ("INFO", "DEBUG"):
             continue
-        if hit.signature in _WARNING_GATED and (line.level == "WARNING" or _WARNED.search(line.text or "")):
+        if hit.signature in _WARNING_GATED and (
+            line.level == "WARNING" or _WARNED.search(line.text or "")
+        ):
             continue
         if (line.input, line.number) in explained_lines:
             continue
@@ -313,10 +322,7 @@ def unexplained(
         stream = process_key(line)
         if any(a <= line.number <= b for a, b in spans.get(stream, ())):
             continue
-        if (
-            hit.signature in _TAIL_CLASSES
-            and first_failure.get(line.input, 1 << 62) < line.number
-        ):
+        if hit.signature in _TAIL_CLASSES and first_failure.get(line.input, 1 << 62) < line.number:
             continue
         fp = mask(text)
         if fp in explained_fps:

@@ -43,9 +43,19 @@ from triage.catalog.lookup import (
     pick_release,
     prints_in,
     release_ranges,
+    release_runs,
     version_key,
 )
-from triage.catalog.store import WILDCARD, CatalogStore, Site, catalog_path, open_store
+from triage.catalog.native import GO_FRAME_PATTERN, NativePlace, go_place, inline_place
+from triage.catalog.native import file_releases as native_releases
+from triage.catalog.store import (
+    WILDCARD,
+    CatalogStore,
+    ProjectInfo,
+    Site,
+    catalog_path,
+    open_store,
+)
 from triage.catalog.sweep import SweepMiss, applies_to, sweep_signature, template_pattern
 from triage.events import TRACEBACK_HEAD, UnexplainedLine, process_key
 from triage.models import EvidenceOut, Hypothesis, Line, SourceOut
@@ -53,6 +63,7 @@ from triage.models import EvidenceOut, Hypothesis, Line, SourceOut
 __all__ = [
     "COMPONENT_OF",
     "FRAME_PATTERN",
+    "GO_FRAME_PATTERN",
     "LAYER_RULES",
     "WILDCARD",
     "Catalog",
@@ -110,6 +121,7 @@ class Located:
     source: SourceOut
     layer: str
     layer_why: str
+    how: str = ""  # set when the log's own text gave the place (see `triage.catalog.native`)
 
 
 @dataclass(frozen=True)
@@ -303,6 +315,42 @@ class Catalog:
         layer, why = layer_of(site.project, site.file, site.function)
         return Located(text, Match(as_site, info, None), source, layer, why)
 
+    def locate_native(
+        self, line: Line, text: str, go_frames: Sequence[tuple[str, int, str]]
+    ) -> Located | None:
+        """A Go panic by its goroutine's frames, an assertion by the file:line it prints (see
+        `triage.catalog.native`): the log's own account of where the code stopped."""
+        place = go_place(text, line.number, go_frames, line.input) or inline_place(text)
+        return self._at_native(place, text) if place is not None else None
+
+    def _at_native(self, place: NativePlace, text: str) -> Located:
+        info = self.store.projects.get(place.project)
+        mask = native_releases(self.store, place.project, place.file) if info else 0
+        shipped = [r for i, r in enumerate(info.releases) if mask >> i & 1] if info else []
+        release = shipped[-1] if shipped else ""
+        # the log's build is of an unknown release: the link names the file, not a line
+        url = info.url(release, place.file, 0).removesuffix("#L0") if info and release else ""
+        ranges = (
+            release_runs(info.releases, [bool(mask >> i & 1) for i in range(len(info.releases))])
+            if info
+            else ""
+        )
+        source = SourceOut(
+            project=place.project,
+            file=place.file,
+            function=place.function,
+            kind=place.kind,
+            releases=ranges,
+            release=release,
+            line=place.line,
+            url=url,
+            template=text.strip()[:300],
+        )
+        site = Site("", 0, place.project, place.file, place.function, place.kind, mask, "")
+        info = info or ProjectInfo(place.project, "", "", "", ())
+        layer, why = layer_of(place.project, place.file, place.function)
+        return Located(text, Match(site, info, None), source, layer, why, how=place.how)
+
     def sweep(self, sig: Any, examples: Sequence[str]) -> list[SweepMiss]:
         """The version sweep of one signature (see `triage.catalog.sweep`)."""
         return sweep_signature(self.store, sig, examples)
@@ -366,7 +414,8 @@ def raised_by(source: SourceOut) -> str:
         if severity_of(source.kind, source.template) == "warning" or "log" in source.kind.lower()
         else "raised"
     )
-    return f"{verb} by {source.project} {source.releases}, {where}"
+    releases = f" {source.releases}" if source.releases else ""
+    return f"{verb} by {source.project}{releases}, {where}"
 
 
 def by_frame(kind: str) -> bool:
@@ -384,12 +433,16 @@ def locate(
     first_rank: int,
     frames: Sequence[tuple[str, int, str]] = (),
     exceptions: Sequence[tuple[str, int, str]] = (),
+    go_frames: Sequence[tuple[str, int, str]] = (),
 ) -> tuple[list[Hypothesis], list[UnexplainedLine]]:
     """The stage: (located hypotheses, the lines that stay unrecognized). Opens the catalog only
     when there is a line to look up. `frames` are the traceback frame lines of the inputs
     ((stream, line, text), stream as `events.process_key`), for exception lines no template
     explains and for a traceback's own lines; `exceptions` the exception lines (same shape), for a
-    `raise X(` line whose exception line follows it."""
+    `raise X(` line whose exception line follows it; `go_frames` the Go stack frame lines
+    ((input, line, text)), for a Go panic. A line that prints its own place (a Go panic, an
+    assertion's file:line) is located by that place first: a template of another project that
+    shares its words ("index out of range") is not where it was raised."""
     if not loose:
         return [], []
     catalog = open_catalog()
@@ -399,7 +452,9 @@ def locate(
     remaining: list[UnexplainedLine] = []
     for item in loose:
         text = item.line.message or item.line.text or item.line.raw
-        found = catalog.locate_text(text, facts)
+        found = catalog.locate_native(item.line, text, go_frames)
+        if found is None:
+            found = catalog.locate_text(text, facts)
         if found is None and frames:
             found = catalog.locate_frame(
                 frames, process_key(item.line), item.line.number, text, facts
@@ -409,7 +464,7 @@ def locate(
         if found is None:
             remaining.append(item)
             continue
-        if frames:
+        if frames and not found.how:
             found = _called_from(catalog, found, item.line, text, frames)
         hypotheses.append(_hypothesis(found, item, first_rank + len(hypotheses)))
     return hypotheses, remaining
@@ -471,21 +526,27 @@ def _title(found: Located) -> str:
 def _hypothesis(found: Located, item: UnexplainedLine, rank: int) -> Hypothesis:
     src = found.source
     how = (
-        "by the traceback frame it shows or follows (a catalogued file)"
+        found.how
+        if found.how
+        else "by the traceback frame it shows or follows (a catalogued file)"
         if src.kind in FRAME_KINDS
         else "by the innermost traceback frame (a catalogued file)"
         if by_frame(src.kind)
         else f"by {len(src.template.replace(WILDCARD, ''))} literal characters of its template"
     )
+    where = "<file>" if found.how else "<module>"
     explain = [
-        f"located by the message catalog {how}; no curated signature explains the line",
+        f"located {how}; no curated signature explains the line"
+        if found.how
+        else f"located by the message catalog {how}; no curated signature explains the line",
         f"layer {found.layer}: {found.layer_why}",
     ]
     if src.version_note:
         explain.append(src.version_note)
     return Hypothesis(
         rank=rank,
-        signature=f"located:{src.project}:{src.file}:{src.function or '<module>'}",
+        # a place the log printed without its function (an assertion's file:line): the file
+        signature=f"located:{src.project}:{src.file}:{src.function or where}",
         title=_title(found),
         layer=found.layer,
         severity=severity_of(src.kind, src.template, item.line.level),

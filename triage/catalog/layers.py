@@ -227,6 +227,33 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ),
     ("ollama", r"", "engine", "ollama's CLI, server and GPU discovery: the engine itself"),
     (
+        "go",
+        r"",
+        "engine",
+        "the Go runtime's own panic: a fault of the program that ran (ollama's, when it is the "
+        "engine)",
+    ),
+    ("llama.cpp", r"", "engine", "ggml's kernels and llama.cpp's server: the engine itself"),
+    (
+        "tensorrt-llm",
+        r"",
+        "engine",
+        "TensorRT-LLM's runtime, KV cache manager and kernels: the engine itself",
+    ),
+    ("go-nvml", r"", "node", "NVML's Go bindings loading the driver's library: the host's driver"),
+    (
+        "amd-container-toolkit",
+        r"",
+        "node",
+        "AMD's container toolkit (CDI specs for the GPUs): the host's GPU plumbing",
+    ),
+    (
+        "k8s-device-plugin",
+        r"",
+        "node",
+        "the Kubernetes device plugin that advertises the GPUs: the node's GPU plumbing",
+    ),
+    (
         "mooncake",
         r"transport|rdma|tcp",
         "node",

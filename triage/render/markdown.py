@@ -80,8 +80,10 @@ def _hypothesis_block(hyp: Hypothesis, evidence_lines: int, seen: dict[str, str]
         src = hyp.source
         where = ", ".join(x for x in (src.file, src.function) if x)
         verb = located_line(hyp).split(" by ", 1)[0]
-        out.append(f"{verb} by {_code_safe(src.project)} {_code_safe(src.releases)}, "
-                   f"{_SAFE_NAME.sub('', where)} ({escape_md(src.kind)})")
+        out.append(
+            f"{verb} by {_code_safe(src.project)} {_code_safe(src.releases)}, "
+            f"{_SAFE_NAME.sub('', where)} ({escape_md(src.kind)})"
+        )
         if src.url:
             out.append(f"Source: {_SAFE_NAME.sub('', src.url)}")
     else:

@@ -201,9 +201,7 @@ def render_text(
             for v in hyp.verify:
                 con.print((f"     - {v}", None))
         open_checks = [
-            d
-            for d in hyp.differential
-            if not d.favoured and not d.ruled_out and (d.ask or d.probe)
+            d for d in hyp.differential if not d.favoured and not d.ruled_out and (d.ask or d.probe)
         ]
         if open_checks and hyp.rank <= 3:
             con.print(("   to tell the causes apart:", "triage.dim"))
