@@ -71,6 +71,34 @@ def test_traceback_frames_are_not_tells(engine: Engine, tmp_path: Path) -> None:
     assert all(h.basis != "inferred" for h in report.hypotheses)
 
 
+def test_generic_prefix_of_the_failure_line_is_not_a_tell(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    # a llama.cpp load failure whose own detail no signature of this knowledge base reads (its
+    # signature left out): `error loading model`, a supporting pattern of the wrong-number-of-
+    # tensors cause, matches only the line's generic prefix, so no cause is inferred from it
+    only = Engine(KnowledgeBase([kb.by_id["llamacpp-wrong-number-of-tensors"]]))
+    # the corpus line of corpus/model/moly-wasi-nn-llamacpp-tensor-not-within-file-bounds.log
+    line = (
+        "[2024-12-11 21:39:23.552] [error] [WASI-NN] llama.cpp: llama_model_load: error loading "
+        "model: tensor 'blk.3.attn_qkv.weight' data is not within the file bounds, model is "
+        "corrupted or incomplete"
+    )
+    report = run_text(only, line + "\n", tmp_path)
+    assert report.hypotheses == [] and [u.line for u in report.unrecognized] == [1]
+
+
+def test_near_miss_a_tell_on_the_failure_line_that_reads_its_detail(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # the pattern `pull access denied` reads the failure's own words: still a tell
+    text = (
+        CORPUS / "harness" / "docker-pull-nvcr-private-repository-access-denied.log"
+    ).read_text()
+    top = run_text(engine, text, tmp_path).hypotheses[0]
+    assert (top.signature, top.basis) == ("k8s-image-pull-backoff", "inferred")
+
+
 def test_near_miss_whole_traceback_keeps_its_decisive_cause(engine: Engine, tmp_path: Path) -> None:
     text = (CORPUS / "engine" / "cuda-seed-e24-oom-load-draft-model.log").read_text()
     top = run_text(engine, text, tmp_path).hypotheses[0]
@@ -148,9 +176,7 @@ GPU_LOST = "[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus."
 
 def test_aer_corrected_with_a_lost_gpu_is_a_failure(engine: Engine, tmp_path: Path) -> None:
     report = run_text(engine, AER_CORRECTED + "\n" + GPU_LOST + "\n", tmp_path)
-    aer = next(
-        (h for h in report.hypotheses if h.signature == "pcie-aer-corrected-errors"), None
-    )
+    aer = next((h for h in report.hypotheses if h.signature == "pcie-aer-corrected-errors"), None)
     # either its own failure, or explained by the lost GPU; never a lone warning
     if aer is not None:
         assert aer.severity == "error"

@@ -607,7 +607,11 @@ def _tell_patterns(sig: Signature) -> tuple[str, ...]:
     return cached
 
 
-def _is_tell(sig: Signature, hit: Hit) -> bool:
+def _is_tell(sig: Signature, hit: Hit, on_failure: bool = False) -> bool:
+    """A supporting line that says something about the cause. On the failure line itself
+    (`on_failure`), a match that stops where the line's own detail begins (`error loading model`
+    in "error loading model: illegal split file") read only the generic prefix: the detail, which
+    no decisive pattern matched, is the failure, so the line tells nothing about this cause."""
     if hit.line.level in _CONTEXT_LEVELS:
         return False  # an INFO or DEBUG line is context (a version, an interface, a size)
     text = hit.line.text or hit.line.raw
@@ -615,11 +619,16 @@ def _is_tell(sig: Signature, hit: Hit) -> bool:
         return False  # the launch configuration, stated
     for regex in _tell_patterns(sig):
         try:
-            if compile_linear(regex).search(text):
-                return True
+            found = compile_linear(regex).search(text)
         except (TimeoutError, ValueError):
             continue
+        if found and not (on_failure and compile_linear(_DETAIL_AFTER).search(text[found.end :])):
+            return True
     return False
+
+
+# what follows a generic prefix on a failure line: ": " and the failure's own words
+_DETAIL_AFTER = r"^ *: +[A-Za-z(\[<'\"]"
 
 
 def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
@@ -661,7 +670,12 @@ def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
                     for i, n in scope.failure_lines
                 )
             ]
-        keep = [h for h in keep if _is_tell(cand.sig, h) and not scope.in_traceback_body(h)]
+        keep = [
+            h
+            for h in keep
+            if _is_tell(cand.sig, h, (h.line.input, h.line.number) in scope.failure_lines)
+            and not scope.in_traceback_body(h)
+        ]
         if keep:
             cand.supporting = keep
             admitted.append(cand)
