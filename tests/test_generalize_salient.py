@@ -17,6 +17,8 @@ from triage.models import Report
 
 CORPUS = ROOT / "corpus"
 R13 = ROOT / "audits" / "round-13"
+R15 = ROOT / "audits" / "round-15"
+NATIVE = ROOT / "tests" / "fixtures" / "native"
 HEALTHY = CORPUS / "healthy"
 
 
@@ -285,7 +287,9 @@ FAILURES = {
         R13 / "engine" / "llamacpp-server-mamba-ggml-assert-cell-has-seq-id.log", "GGML_ASSERT"
     ),
     "go-error-denied": _line(
-        R13 / "node" / "nvidia-docker-plugin-as-normal-user-bind-plugin-socket-permission-denied.log",
+        R13
+        / "node"
+        / "nvidia-docker-plugin-as-normal-user-bind-plugin-socket-permission-denied.log",
         "bind: permission denied",
     ),
     "invalid-argument": _line(
@@ -354,6 +358,33 @@ FAILURES = {
     # a permission check (NVIDIA/nccl, shm_open)
     "denied": "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
     "Permission denied",
+    # shapes from blind round 15's silent cases (measured before they were added), and Go
+    # panics: a Go panic's first line (ROCm/container-toolkit#59) and a signal death
+    # (NVIDIA/nvidia-container-toolkit#1398), both in tests/fixtures/native/
+    "go-panic": _line(NATIVE / "amd-ctk-59-nil-pointer.log", "panic: "),
+    "go-signal": _line(NATIVE / "toolkit-1398-sigabrt-cgo.log", "SIGABRT"),
+    "exec-format": _line(
+        R15 / "node" / "ollama-helm-eks-exec-format-error-image-arch.log", "exec format error"
+    ),
+    "econnrefused": _line(
+        R15 / "harness" / "continue-llamacpp-provider-completion-econnrefused-8080.log",
+        "ECONNREFUSED",
+    ),
+    "unable-to-configure": _line(
+        R15 / "node" / "dockerd-nvidia-runtime-registered-flag-and-daemon-json.log",
+        "unable to configure",
+    ),
+    "fail-to-call": _line(
+        R15 / "engine" / "aiter-mi300a-fmha-v3-hipmodulelaunchkernel-invalid-handle.log",
+        "fail to call",
+    ),
+    "libcxxabi-terminate": _line(
+        R15 / "engine" / "mlx-swift-gemma-quantized-embedding-matmul-shape.log", "libc++abi"
+    ),
+    # Rust's tracing at ERROR (sgl-project/sglang#11310, the router's own test output)
+    "rust-tracing-error": "2025-10-07 23:31:33 ERROR sglang_router_rs::core::worker: "
+    "src/core/worker.rs:517: Failed to connect gRPC client for worker grpc://localhost:20000: "
+    "transport error",
 }
 
 NEAR_MISSES = {
@@ -425,6 +456,14 @@ NEAR_MISSES = {
     "info-errno": "INFO 05-06 10:00:00 [weight_utils.py:40] write /dev/shm/probe: no space left "
     "on device, using the disk cache",
     "warning-sign-failed-to": "\u26a0\ufe0f Failed to load optional plugin foo: not installed",
+    # the healthy twins of round 15's shapes: Rust's tracing at INFO (a router start-up), and,
+    # constructed to test the gates, "panic:" inside a sentence and an INFO-level ECONNREFUSED
+    "rust-tracing-info": _line(
+        HEALTHY / "sglang-router-openai-backend-startup-info.log", "Starting worker"
+    ),
+    "panic-in-words": "INFO 05-06 10:00:00 [engine.py:1] no need to panic: the retry is queued",
+    "info-econnrefused": "INFO 05-06 10:00:00 [client.py:40] connect ECONNREFUSED 127.0.0.1:8000, "
+    "the server is not up yet; retrying",
 }
 
 

@@ -40,11 +40,14 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|^[\w./-]{2,40}: (?:ERROR|FATAL|fatal): [A-Za-z]|\bfatal error: [\w\[<\"'./-]|(?:^|[\s>`|])Error! [A-Z]|\bValue error, [A-Z]|^ERROR: [A-Z][a-z]|\bptxas\b.{0,200}\b(?:error|fatal) +: |\*\*\* An error occurred in [A-Z]|\b\d\d:\d\d:\d\d Error: [a-z]|^Invalid argument: -{1,2}[a-z])",
     ),
     # a system call's failure in its errno words, after the path or call it names ("write
-    # /dev/shm/x: no space left on device", Go's "lstat /dev/nvidia-uvm: no such file or directory")
+    # /dev/shm/x: no space left on device", Go's "lstat /dev/nvidia-uvm: no such file or directory",
+    # "exec /bin/ollama: exec format error"), Node.js's "connect ECONNREFUSED 127.0.0.1:8080"
     (
         "errno",
         r"(?:: (?:[Nn]o space left on device|[Rr]ead-only file system|[Dd]isk quota exceeded|[Tt]oo many open files|[Oo]peration not permitted)\b"
-        r"|\b(?:lstat|stat|open|mkdir|write|read|unlinkat|rename|mount|exec) /[^\s:]{1,200}: (?:no such file or directory|device or resource busy)\b)",
+        r"|\b(?:lstat|stat|open|mkdir|write|read|unlinkat|rename|mount|exec) /[^\s:]{1,200}: (?:no such file or directory|device or resource busy)\b"
+        r"|\bexec /[^\s:]{1,200}: exec format error\b|\bconnect (?:ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH) [0-9a-f.:\[\]]+"
+        r"|\bgetaddrinfo (?:ENOTFOUND|EAI_AGAIN) [\w.-]+)",
     ),
     # a failure stated in words: a call that failed ("ibv_create_cq() failed: Cannot allocate
     # memory", "cudaMalloc failed: out of memory", "fi_mr_reg failed, ret is:-12"), "Failed to
@@ -55,7 +58,8 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"(?:(?:\b[A-Za-z_][\w.:]{1,60}\([^()\n]{0,300}\)|\b[a-z][a-z0-9]*_\w{1,60}|\b[a-z]{2,20}[A-Z]\w{1,40})"
         r" failed(?:: |, | with (?:error|code|status)|\s*\((?:-?[0-9]|err))"
         r"|(?:^(?:[^\w\s]{1,8} )?|[>`|\]]\s?|: )[Ff]ailed to [a-z]{3,20} [^\n]{0,200}?(?:: [A-Za-z(\[]|within [0-9])"
-        r"|\bUnable to (?:determine the|load|open|find|initialize|allocate|create|connect|mount|start|get|read) [^\n]{0,200}?: [A-Za-z]"
+        r"|\b[Uu]nable to (?:determine the|load|open|find|initialize|allocate|create|connect|mount|start|get|read|configure) [^\n]{0,200}?: [A-Za-z]"
+        r"|\bfail(?:ed)? to call [A-Za-z_]\w{2,60}\(|\[(?:HIP|CUDA) error\]\(\w"
         r"|\b[a-z][A-Za-z0-9_]{2,30} error: [A-Z]|\b[a-z]{2,20} initiali[sz]ation failed\b|\.\.\. ?FAILED\b"
         r"|^Could not (?:load|open|find|resolve|unload|initialize|allocate|create|connect|mount|start|read|determine|get|insert) "
         r"|\bHSA_STATUS_ERROR_[A-Z_]+|\baborting with error\b"
@@ -79,12 +83,13 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"(?:Main process exited, code=(?:exited|killed|dumped)|exited with (?:exit )?code [1-9]|Exit Code: *[1-9]|status=[1-9][0-9]*/[A-Z]|\bexited on signal [0-9]+|one or more processes exited with non-zero status)",
     ),
     # fatal process deaths; a C/C++ assert() as glibc prints it ("prog: file.cpp:40: func:
-    # Assertion `expr' failed."), the line that names what a core dump aborted on; a Go panic's
+    # Assertion `expr' failed."), the line that names what a core dump aborted on (libstdc++'s
+    # "what():", macOS libc++abi's "terminating due to uncaught exception"); a Go panic's
     # first line ("panic: runtime error: index out of range [0] with length 0")
     (
         "fatal",
         r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `"
-        r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S"
+        r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S|libc\+\+abi: terminating due to uncaught exception"
         r"|^panic: [^\s\d]|^SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP|QUIT): [a-z]|\bpanic: runtime error: [a-z]|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at |Memory access fault by GPU node-[0-9]|\b[A-Z][A-Z0-9]{1,20}_ASSERT\([^\n]{1,300}\) failed)",
     ),
     # kernel faults and GPU driver events
@@ -98,10 +103,11 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"(?:EXT4-fs error|EXT4-fs \([\w-]+\): .{0,60}\berror\b|XFS \([\w-]+\): (?:metadata I/O error|Corruption)|Buffer I/O error|I/O error, dev |Memory cgroup out of memory|\boom-kill:|segfault at [0-9a-f]+ ip |NVRM: .{0,160}\b(?:failed|Failed|error|ERROR)\b|NVRM: API mismatch: |: version magic '[^'\n]{1,120}' should be '|amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: .{0,80}\b(?:timeout|page fault|failed|error)\b|\[drm(?::\w+)?[^\]\n]{0,60}\] \*ERROR\* |\[drm ERROR :)",
     ),
     # error-level records of the loggers triage unwraps: vLLM, uvicorn, Python logging, Go/logrus,
-    # glog/klog (PyTorch c10 too), bracketed [E] tags, "err: N" return codes
+    # glog/klog (PyTorch c10 too), bracketed [E] tags, "err: N" return codes, Rust's tracing
+    # ("ERROR sglang_router_rs::core::worker: ...")
     (
         "logger",
-        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d+ \d+\]|\d\s+ERROR [\w.-]+\.py:\d+ -- \S|\| (?:ERROR|CRITICAL) +\| |\] (?:ERROR|CRITICAL) {2,}\S)",
+        r"(?:\b(?:ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL): {2,}\S| - (?:ERROR|CRITICAL) - |\blevel=(?:error|fatal|panic)\b|\b[EF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\]|\[E\] |\berr: -?[1-9][0-9]*\b|\bUCX {1,2}ERROR |\"level\": ?\"(?:error|fatal|panic)\"|\[E [\w.-]+\.(?:cpp|cc|cu|h):[0-9]+\]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d+ \d+\]|\d\s+ERROR [\w.-]+\.py:\d+ -- \S|\| (?:ERROR|CRITICAL) +\| |\] (?:ERROR|CRITICAL) {2,}\S|\bERROR [a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)+: \S)",
     ),
     # NCCL's own warnings
     ("nccl", r"NCCL WARN "),
