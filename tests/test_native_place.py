@@ -13,8 +13,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from triage.api import GO_FRAME, Engine
-from triage.catalog.native import GO_FRAME_PATTERN, go_place, inline_place, project_of
+from triage.api import GO_FRAME, Engine, KnowledgeBase
+from triage.catalog.layers import layer_of
+from triage.catalog.native import (
+    GO_FRAME_PATTERN,
+    crash_shadow,
+    function_place,
+    go_place,
+    inline_place,
+    project_of,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "native"
 
@@ -63,13 +71,40 @@ def test_hook_crash_is_located_and_no_cause_is_inferred_from_its_wrapper(engine:
     assert top["layer"] == "node"
 
 
-def test_near_miss_the_wrapper_line_alone_still_infers(engine: Engine, tmp_path: Path) -> None:
-    # the same docker line with no crash text after it: the inference is unchanged
+def test_near_miss_the_wrapper_line_alone_is_no_crash(engine: Engine, tmp_path: Path) -> None:
+    # the same docker line with no crash text after it: nothing shadowed, nothing located, the
+    # line stays unrecognized
     line = (FIXTURES / "toolkit-1398-sigabrt-cgo.log").read_text().splitlines()[1]
+    wrapper = line.split(": free()")[0]
+    assert crash_shadow([("x", 1, wrapper)], []) == set()
     log = tmp_path / "wrapper-only.log"
-    log.write_text(line.split(": free()")[0] + "\n")
-    top = _top(engine, log)
-    assert top["basis"] == "inferred"
+    log.write_text(wrapper + "\n")
+    report = engine.run([str(log)])
+    assert all(h.basis != "located" for h in report.hypotheses)
+    assert [u.line for u in report.unrecognized] == [1]
+
+
+def test_llama_cpp_line_located_by_the_function_it_prints(engine: Engine, tmp_path: Path) -> None:
+    # corpus/model/moly-wasi-nn-llamacpp-tensor-not-within-file-bounds.log, with the one
+    # signature that reads it left out: llama.cpp's log call names its function first
+    only = Engine(KnowledgeBase([]))
+    text = (
+        "[2024-12-11 21:39:23.552] [error] [WASI-NN] llama.cpp: llama_model_load: error loading "
+        "model: tensor 'blk.3.attn_qkv.weight' data is not within the file bounds, model is "
+        "corrupted or incomplete\n"
+    )
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    top = only.run([str(log)]).hypotheses[0]
+    assert top.signature == "located:llama.cpp::llama_model_load" and top.layer == "engine"
+    # the device probe of a GPU back end is the node's (its devices and driver)
+    place = function_place(
+        "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected"
+    )
+    assert place is not None and layer_of("llama.cpp", place.file, place.function)[0] == "node"
+    # near misses: the same prefix on a line that states no failure, a word that only starts so
+    assert function_place("llama_model_load: loaded meta data with 19 key-value pairs") is None
+    assert function_place("my_llama_model_load: error in the app") is None
 
 
 def test_go_runtime_fault_with_no_project_frame_is_the_runtimes() -> None:

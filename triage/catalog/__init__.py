@@ -46,7 +46,13 @@ from triage.catalog.lookup import (
     release_runs,
     version_key,
 )
-from triage.catalog.native import GO_FRAME_PATTERN, NativePlace, go_place, inline_place
+from triage.catalog.native import (
+    GO_FRAME_PATTERN,
+    NativePlace,
+    function_place,
+    go_place,
+    inline_place,
+)
 from triage.catalog.native import file_releases as native_releases
 from triage.catalog.store import (
     WILDCARD,
@@ -320,7 +326,11 @@ class Catalog:
     ) -> Located | None:
         """A Go panic by its goroutine's frames, an assertion by the file:line it prints (see
         `triage.catalog.native`): the log's own account of where the code stopped."""
-        place = go_place(text, line.number, go_frames, line.input) or inline_place(text)
+        place = (
+            go_place(text, line.number, go_frames, line.input)
+            or inline_place(text)
+            or function_place(text)
+        )
         return self._at_native(place, text) if place is not None else None
 
     def _at_native(self, place: NativePlace, text: str) -> Located:

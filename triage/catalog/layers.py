@@ -233,6 +233,12 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
         "the Go runtime's own panic: a fault of the program that ran (ollama's, when it is the "
         "engine)",
     ),
+    (
+        "llama.cpp",
+        r"::ggml_(?:cuda|vk|metal)_init$|::ggml_backend_(?:cuda|vk|metal)_init$",
+        "node",
+        "finding the GPU back end's devices: the driver and the devices the process can see",
+    ),
     ("llama.cpp", r"", "engine", "ggml's kernels and llama.cpp's server: the engine itself"),
     (
         "tensorrt-llm",

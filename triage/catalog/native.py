@@ -189,6 +189,29 @@ def inline_place(text: str) -> NativePlace | None:
     return None
 
 
+# llama.cpp's and ggml's log calls print the calling function first (`LLAMA_LOG_ERROR("%s: error
+# loading model: %s\n", __func__, ...)`): the prefix names the function that printed the line
+_GGML_FUNCTION = re.compile(
+    r"(?:^|[\s\]>|])(?P<func>(?:llama|ggml|gguf|clip|mtmd)_[a-z0-9_]{2,60}): (?!\s)"
+)
+
+
+def function_place(text: str) -> NativePlace | None:
+    """A llama.cpp / ggml failure line located by the function its log call prints first (the
+    file is not in the line: `file` stays empty)."""
+    found = _GGML_FUNCTION.search(text)
+    if found is None or not _NATIVE_FAILURE.search(text[found.end() :]):
+        return None
+    return NativePlace(
+        "llama.cpp",
+        "",
+        0,
+        found.group("func"),
+        "llama.cpp log call (function it prints)",
+        "by the function name llama.cpp's log call prints before the message",
+    )
+
+
 def file_releases(store: CatalogStore, project: str, file: str) -> int:
     """The release mask of the catalogued releases whose messages come from this file (0: the
     catalog has no message of the file)."""
