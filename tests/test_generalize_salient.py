@@ -18,6 +18,7 @@ from triage.models import Report
 CORPUS = ROOT / "corpus"
 R13 = ROOT / "audits" / "round-13"
 R15 = ROOT / "audits" / "round-15"
+R16 = ROOT / "audits" / "round-16"
 NATIVE = ROOT / "tests" / "fixtures" / "native"
 HEALTHY = CORPUS / "healthy"
 
@@ -381,6 +382,32 @@ FAILURES = {
     "libcxxabi-terminate": _line(
         R15 / "engine" / "mlx-swift-gemma-quantized-embedding-matmul-shape.log", "libc++abi"
     ),
+    # shapes from blind round 16's silent cases (measured before they were added): LLVM's fatal
+    # error (Triton), nginx's upstream errno, a 504 page, an SDK's JSON error event, a Go log's
+    # "Could not register", an NPU driver module's "initialize failed"
+    "llvm-error": _line(
+        R16 / "engine" / "vllm-v0-mooncake-pd-prefill-llvm-error-parent-layout-slice.log",
+        "LLVM ERROR",
+    ),
+    "nginx-upstream": _line(
+        R16 / "harness" / "nginx-default-proxy-read-timeout-llm-agent-stream.log",
+        "upstream timed out",
+    ),
+    "gateway-time-out": _line(
+        R16 / "harness" / "anythingllm-api-504-haproxy-in-front.log", "504 Gateway Time-out"
+    ),
+    "json-error-event": _line(
+        R16 / "harness" / "copilot-sdk-openrouter-provider-no-endpoints-found.log",
+        '"type":"error"',
+    ),
+    "go-log-could-not": _line(
+        R16 / "node" / "k8s-device-plugin-register-unimplemented-kubelet-no-device-plugins.log",
+        "Could not register",
+    ),
+    "initialize-failed": _line(
+        R16 / "node" / "vllm-ascend-container-npu-smi-dcmi-init-failed-8005.log",
+        "initialize failed",
+    ),
     # Rust's tracing at ERROR (sgl-project/sglang#11310, the router's own test output)
     "rust-tracing-error": "2025-10-07 23:31:33 ERROR sglang_router_rs::core::worker: "
     "src/core/worker.rs:517: Failed to connect gRPC client for worker grpc://localhost:20000: "
@@ -461,6 +488,11 @@ NEAR_MISSES = {
     "rust-tracing-info": _line(
         HEALTHY / "sglang-router-openai-backend-startup-info.log", "Starting worker"
     ),
+    # round 16's twins, constructed to test the gates: LLVM ERROR with no message after it, a
+    # JSON event of type "info", a Go log line that could register
+    "llvm-error-no-colon": "INFO 05-06 10:00:00 [compile.py:10] LLVM ERROR handler installed",
+    "json-info-event": '{"type":"info","message":"404 handler registered","code":"OK"}',
+    "go-log-registered": "2020/02/09 00:20:15 Registered device plugin with Kubelet",
     "panic-in-words": "INFO 05-06 10:00:00 [engine.py:1] no need to panic: the retry is queued",
     "info-econnrefused": "INFO 05-06 10:00:00 [client.py:40] connect ECONNREFUSED 127.0.0.1:8000, "
     "the server is not up yet; retrying",

@@ -41,13 +41,14 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     ),
     # a system call's failure in its errno words, after the path or call it names ("write
     # /dev/shm/x: no space left on device", Go's "lstat /dev/nvidia-uvm: no such file or directory",
-    # "exec /bin/ollama: exec format error"), Node.js's "connect ECONNREFUSED 127.0.0.1:8080"
+    # "exec /bin/ollama: exec format error"), Node.js's "connect ECONNREFUSED 127.0.0.1:8080",
+    # nginx's "upstream timed out (110: Operation timed out) while reading upstream"
     (
         "errno",
         r"(?:: (?:[Nn]o space left on device|[Rr]ead-only file system|[Dd]isk quota exceeded|[Tt]oo many open files|[Oo]peration not permitted)\b"
         r"|\b(?:lstat|stat|open|mkdir|write|read|unlinkat|rename|mount|exec) /[^\s:]{1,200}: (?:no such file or directory|device or resource busy)\b"
         r"|\bexec /[^\s:]{1,200}: exec format error\b|\bconnect (?:ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH) [0-9a-f.:\[\]]+"
-        r"|\bgetaddrinfo (?:ENOTFOUND|EAI_AGAIN) [\w.-]+)",
+        r"|\bgetaddrinfo (?:ENOTFOUND|EAI_AGAIN) [\w.-]+|\((?:104|110|111|113): [A-Za-z ]{5,40}\) while (?:reading|connecting to|sending to|reading response header from) upstream)",
     ),
     # a failure stated in words: a call that failed ("ibv_create_cq() failed: Cannot allocate
     # memory", "cudaMalloc failed: out of memory", "fi_mr_reg failed, ret is:-12"), "Failed to
@@ -61,7 +62,7 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|\b[Uu]nable to (?:determine the|load|open|find|initialize|allocate|create|connect|mount|start|get|read|configure) [^\n]{0,200}?: [A-Za-z]"
         r"|\bfail(?:ed)? to call [A-Za-z_]\w{2,60}\(|\[(?:HIP|CUDA) error\]\(\w"
         r"|\b[a-z][A-Za-z0-9_]{2,30} error: [A-Z]|\b[a-z]{2,20} initiali[sz]ation failed\b|\.\.\. ?FAILED\b"
-        r"|^Could not (?:load|open|find|resolve|unload|initialize|allocate|create|connect|mount|start|read|determine|get|insert) "
+        r"|^(?:[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} )?Could not (?:load|open|find|resolve|unload|initialize|allocate|create|connect|mount|start|read|determine|get|insert|register) "
         r"|\bHSA_STATUS_ERROR_[A-Z_]+|\baborting with error\b"
         r"|\bsize mismatch for [\w.]+: copying a param|\bWatchdog timeout \("
         r"|\bCUDA error [0-9]+ at [^\s:]{1,300}:[0-9]+|\bcuda[A-Z]\w{2,40} returned [1-9][0-9]*"
@@ -69,7 +70,8 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|\b[a-z_]{3,40}: error (?:loading|reading|opening|creating|allocating|initializing) [a-z]"
         r"|\b(?:cuda|hip)Error[A-Z][A-Za-z]{4,40}\b|\bcuda runtime error \([0-9]+\)"
         r"|\b(?:Error code|status code|API error|HTTP error|HTTP|Error)[: ]{1,3}[45][0-9][0-9]\b"
-        r"|\b[45][0-9][0-9] (?:Internal Server Error|Bad Request|Service Unavailable|Bad Gateway|Gateway Timeout|Unprocessable Entity)\b"
+        r"|\b[45][0-9][0-9] (?:Internal Server Error|Bad Request|Service Unavailable|Bad Gateway|Gateway Time-?out|Unprocessable Entity)\b"
+        r"|\"type\": ?\"error\", ?\"message\": ?\"|\b(?:module|library|driver|device) initiali[sz]e failed\b"
         r"|\"error\": ?\{\"code\": ?[45][0-9][0-9]|\"code\": ?[45][0-9][0-9], ?\"message\""
         r"|[\"']object[\"']: ?[\"']error[\"'], ?[\"']message[\"']|\"status\": ?[45][0-9][0-9], ?\"error\""
         r"|\b(?:[A-Z][a-z]{2,20}|[a-z]{3,20}) failed to start\b|^[a-z_]{3,40}: [^\n]{0,80}\bis no longer supported\b"
@@ -89,7 +91,7 @@ SALIENT_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "fatal",
         r"(?:Fatal Python error|Segmentation fault|core dumped|terminate called after throwing|\bFATAL\b|\*\*\* SIG[A-Z]+ |\.(?:c|cc|cpp|cxx|cu|h|hpp):[0-9]+: [^\n]{1,400}: Assertion `"
-        r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S|libc\+\+abi: terminating due to uncaught exception"
+        r"|thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `|^\s*what\(\): {1,2}\S|libc\+\+abi: terminating due to uncaught exception|\bLLVM ERROR: [A-Z]"
         r"|^panic: [^\s\d]|^SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP|QUIT): [a-z]|\bpanic: runtime error: [a-z]|called `(?:Result|Option)::unwrap\(\)` on an? `(?:Err|None)` value|\bthread '[^'\n]{1,80}' panicked at |Memory access fault by GPU node-[0-9]|\b[A-Z][A-Z0-9]{1,20}_ASSERT\([^\n]{1,300}\) failed)",
     ),
     # kernel faults and GPU driver events

@@ -910,7 +910,8 @@ def _decode_json_lines(chunk: bytes, source: Source | None = None, first_line: i
 # Structured loggers (zap, logr, zerolog, logrus, slog) keep the level and the error beside the
 # message: "msg":"Reconciler error", "error":"fails to reconcile predictor: no runtime found ...".
 _JSON_ERROR_KEYS = ("error", "err")
-_JSON_LEVEL_KEYS = ("level", "lvl", "severity")
+# "type": an SDK's stream of JSON events ({"type":"error","message":"404 No endpoints ..."})
+_JSON_LEVEL_KEYS = ("level", "lvl", "severity", "type")
 _JSON_FAILURE_LEVELS = ("error", "fatal", "panic", "dpanic", "critical")
 
 
