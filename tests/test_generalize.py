@@ -85,7 +85,44 @@ def test_generic_prefix_of_the_failure_line_is_not_a_tell(
         "corrupted or incomplete"
     )
     report = run_text(only, line + "\n", tmp_path)
-    assert report.hypotheses == [] and [u.line for u in report.unrecognized] == [1]
+    # the line stays the answer: located by the function llama.cpp printed, no inferred cause
+    assert [(h.basis, h.signature) for h in report.hypotheses] == [
+        ("located", "located:llama.cpp::llama_model_load")
+    ]
+
+
+def test_generic_prefix_before_a_named_file_is_not_a_tell(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    # audits/round-16/model/llamacpp-mmproj-old-format-projector-type-empty.log: `failed to load
+    # model` (a supporting pattern of the pre-tokenizer cause) reads the prefix; the quoted file
+    # and the detail after it are the failure
+    only = Engine(KnowledgeBase([kb.by_id["llamacpp-unknown-pre-tokenizer"]]))
+    line = (
+        "clip_init: failed to load model 'mmproj-obsidian-f16.gguf': load_hparams: unknown "
+        "projector type: "
+    )
+    report = run_text(only, line + "\n", tmp_path)
+    assert all(h.basis != "inferred" for h in report.hypotheses)
+
+
+def test_a_note_is_never_inferred(engine: Engine, tmp_path: Path) -> None:
+    # audits/round-16/node/mooncake-transfer-engine-no-rdma-device-in-docker.log: a flag dump's
+    # `--device_name=erdma_0` is a supporting line of the info note default-moe-config; beside
+    # an RDMA failure it must not become an (inferred) answer
+    text = (
+        ROOT
+        / "audits"
+        / "round-16"
+        / "node"
+        / "mooncake-transfer-engine-no-rdma-device-in-docker.log"
+    ).read_text()
+    report = run_text(engine, text, tmp_path)
+    assert all(h.signature != "default-moe-config" for h in report.hypotheses)
+    # near miss: the note's own decisive line still reports it (info)
+    note = _lines(CORPUS / "healthy" / "vllm-0.8-default-moe-config-warning-h100.log")[0]
+    top = run_text(engine, note + "\n", tmp_path, name="note.log").hypotheses[0]
+    assert (top.signature, top.severity, top.basis) == ("default-moe-config", "info", "decisive")
 
 
 def test_near_miss_a_tell_on_the_failure_line_that_reads_its_detail(

@@ -628,7 +628,8 @@ def _is_tell(sig: Signature, hit: Hit, on_failure: bool = False) -> bool:
 
 
 # what follows a generic prefix on a failure line: ": " and the failure's own words
-_DETAIL_AFTER = r"^ *: +[A-Za-z(\[<'\"]"
+# (after the object it names, quoted: "failed to load model 'x.gguf': load_hparams: ...")
+_DETAIL_AFTER = r"^(?: +'[^']{1,300}'| +\"[^\"]{1,300}\")? *: +[A-Za-z(\[<'\"]"
 
 
 def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
@@ -649,8 +650,8 @@ def admit_inferred(cands: list[Candidate], scope: Scope) -> list[Candidate]:
         return []  # a decisive cause is there: supporting lines only support
     admitted = []
     for cand in cands:
-        if cand.basis != "inferred":
-            continue
+        if cand.basis != "inferred" or cand.severity == "info":
+            continue  # a note explains no failure: it is never inferred
         near = cand.sig.window or INFERRED_NEAR_LINES
         claimed = [s for s in symptoms if s.sig.id in cand.sig.explains]
         keep: list[Hit] = []

@@ -235,7 +235,7 @@ LAYER_RULES: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "llama.cpp",
-        r"::ggml_(?:cuda|vk|metal)_init$|::ggml_backend_(?:cuda|vk|metal)_init$",
+        r"::ggml_cuda_init$|::ggml_backend_cuda_init$",
         "node",
         "finding the GPU back end's devices: the driver and the devices the process can see",
     ),
