@@ -196,6 +196,8 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         "docker-desktop-linux-dev-shm-below-vm-ram",
         "docker-cdi-feature-not-enabled",
         "k8s-pod-evicted-node-pressure",
+        # pack p28-r16o: a KV-transfer engine's RDMA set-up (like nccl-ib-verbs-call-failed)
+        "mooncake-rdma-transport-no-usable-rnic",
     }
 )
 
