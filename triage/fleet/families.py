@@ -200,6 +200,7 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         # and CUDA_VISIBLE_DEVICES naming more GPUs than CUDA exposes (MIG mode, wrong indices):
         # a job's set-up, not the node's health
         "docker-compose-too-old-for-gpu-reservations",
+        "cuda-visible-devices-exceeds-gpu-count",
     }
 )
 
