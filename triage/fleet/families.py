@@ -201,6 +201,8 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         # a job's set-up, not the node's health
         "docker-compose-too-old-for-gpu-reservations",
         "cuda-visible-devices-exceeds-gpu-count",
+        # a job's container image built for another CPU architecture than the node
+        "container-image-wrong-cpu-architecture",
     }
 )
 
