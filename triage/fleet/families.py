@@ -203,6 +203,8 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         "cuda-visible-devices-exceeds-gpu-count",
         # a job's container image built for another CPU architecture than the node
         "container-image-wrong-cpu-architecture",
+        # ollama's installer run in a container without lspci / lshw (the GPU itself is fine)
+        "ollama-installer-gpu-detection-tools-missing",
     }
 )
 
