@@ -198,6 +198,15 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         "k8s-pod-evicted-node-pressure",
         # pack p28-r16o: a KV-transfer engine's RDMA set-up (like nccl-ib-verbs-call-failed)
         "mooncake-rdma-transport-no-usable-rnic",
+        # the thirteenth session's pack p26-nh: a compose client too old for GPU reservations,
+        # and CUDA_VISIBLE_DEVICES naming more GPUs than CUDA exposes (MIG mode, wrong indices):
+        # a job's set-up, not the node's health
+        "docker-compose-too-old-for-gpu-reservations",
+        "cuda-visible-devices-exceeds-gpu-count",
+        # a job's container image built for another CPU architecture than the node
+        "container-image-wrong-cpu-architecture",
+        # ollama's installer run in a container without lspci / lshw (the GPU itself is fine)
+        "ollama-installer-gpu-detection-tools-missing",
     }
 )
 
