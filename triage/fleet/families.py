@@ -198,6 +198,10 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         "k8s-pod-evicted-node-pressure",
         # pack p28-r16o: a KV-transfer engine's RDMA set-up (like nccl-ib-verbs-call-failed)
         "mooncake-rdma-transport-no-usable-rnic",
+        # pack p28-r16o: a device plugin scheduled where its device does not exist, an NPU
+        # container's device access (a job's set-up, not the node's health)
+        "aws-efa-device-plugin-no-efa-devices",
+        "ascend-dcmi-init-failed",
     }
 )
 
