@@ -207,6 +207,10 @@ NOT_NODE_HEALTH: frozenset[str] = frozenset(
         "container-image-wrong-cpu-architecture",
         # ollama's installer run in a container without lspci / lshw (the GPU itself is fine)
         "ollama-installer-gpu-detection-tools-missing",
+        # pack p28-r16o: a device plugin scheduled where its device does not exist, an NPU
+        # container's device access (a job's set-up, not the node's health)
+        "aws-efa-device-plugin-no-efa-devices",
+        "ascend-dcmi-init-failed",
     }
 )
 
